@@ -1,0 +1,49 @@
+"""Backends: one operator table each (this package) plus one template set (templates/<name>/).
+
+A backend is a :class:`Backend` value: the imports its code needs, how it spells
+each IR operator (format strings over named operands), the helper functions some
+operators need, and a few flags.  Adding a backend means adding one module here
+with a ``BACKEND`` value and one template directory; nothing else changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    imports: tuple[str, ...]
+    ops: Mapping[str, str]
+    helpers: Mapping[str, str] = field(default_factory=dict)  # op name -> helper source
+    # scalars that float32 cannot hold exactly must become tensors of the computation dtype
+    wrap_scalars: bool = False
+    scalar: str = "{value}"          # how a wrapped scalar is written
+    template: str = "module.py.j2"
+
+    def op(self, key: str, **operands) -> str:
+        try:
+            fmt = self.ops[key]
+        except KeyError:
+            raise KeyError(f"backend '{self.name}' has no lowering for operator '{key}'") from None
+        return fmt.format(**operands)
+
+
+def _freeze(d: dict) -> Mapping[str, str]:
+    return MappingProxyType(dict(d))
+
+
+def all_backends() -> tuple[Backend, ...]:
+    from . import mindspore, paddle
+
+    return (mindspore.BACKEND, paddle.BACKEND)
+
+
+def get(name: str) -> Backend:
+    for b in all_backends():
+        if b.name == name:
+            return b
+    raise KeyError(name)

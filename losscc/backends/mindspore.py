@@ -1,0 +1,56 @@
+"""MindSpore lowering table (``mindspore.ops``; runs in PyNative, GRAPH_MODE and ``ms.jit``)."""
+
+from . import Backend, _freeze
+
+BACKEND = Backend(
+    name="mindspore",
+    imports=("import mindspore as ms", "from mindspore import nn, ops"),
+    wrap_scalars=True,  # MindSpore rounds Python floats to float32, even in float64 arithmetic
+    scalar="ms.Tensor({value}, {dtype})",
+    ops=_freeze({
+        "exp": "ops.exp({x})",
+        "log": "ops.log({x})",
+        "log1p": "ops.log1p({x})",
+        "expm1": "ops.expm1({x})",
+        "sqrt": "ops.sqrt({x})",
+        "rsqrt": "ops.rsqrt({x})",
+        "abs": "ops.abs({x})",
+        "tanh": "ops.tanh({x})",
+        "sigmoid": "ops.sigmoid({x})",
+        "softplus": "_softplus({x})",
+        "maximum": "ops.maximum({x}, {y})",
+        "minimum": "ops.minimum({x}, {y})",
+        "clip": "ops.clamp({x}, {lo}, {hi})",
+        "clip_min": "ops.clamp({x}, min={lo})",
+        "clip_max": "ops.clamp({x}, max={hi})",
+        "where": "ops.where({c}, {x}, {y})",
+        "and": "ops.logical_and({x}, {y})",
+        "or": "ops.logical_or({x}, {y})",
+        "not": "ops.logical_not({x})",
+        "sum": "ops.sum({x}, {axis}, keepdim=True)",
+        "mean": "ops.mean({x}, {axis}, keep_dims=True)",
+        "amax": "ops.amax({x}, {axis}, keepdims=True)",
+        "logsumexp": "ops.logsumexp({x}, {axis}, keepdim=True)",
+        "softmax": "ops.softmax({x}, {axis})",
+        # ops.log_softmax is only float32-accurate on CPU, even for float64 inputs
+        "log_softmax": "{x} - ops.logsumexp({x}, {axis}, keepdim=True)",
+        "take_along_axis": "ops.gather_elements({x}, {axis}, {index})",
+        "lookup": "ops.gather({x}, {index}, 0)",
+        "stop_gradient": "ops.stop_gradient({x})",
+        "cast": "ops.cast({x}, {dtype})",
+        "reshape": "ops.reshape({x}, {shape})",
+        "zeros_like": "ops.zeros_like({x})",
+        "full": "ops.full({shape}, {value}, dtype={dtype})",
+        "arange": "ops.arange({n})",
+        "sum_all": "{x}.sum()",
+        "mean_all": "{x}.mean()",
+        "dtype_of": "{x}.dtype",
+        "float32": "ms.float32",
+    }),
+    helpers=_freeze({
+        "softplus": '''def _softplus(x):
+    """log(1 + exp(x)) without overflow; exact gradient sigmoid(x), also at x = 0."""
+    positive = x > 0
+    return ops.where(positive, x, ops.zeros_like(x)) + ops.log1p(ops.exp(ops.where(positive, -x, x)))''',
+    }),
+)

@@ -1,0 +1,56 @@
+"""PaddlePaddle lowering table (``paddle`` and ``paddle.nn.functional``; eager and ``to_static``)."""
+
+from . import Backend, _freeze
+
+BACKEND = Backend(
+    name="paddle",
+    imports=("import paddle", "import paddle.nn.functional as F", "from paddle import nn"),
+    ops=_freeze({
+        "exp": "paddle.exp({x})",
+        "log": "paddle.log({x})",
+        "log1p": "paddle.log1p({x})",
+        "expm1": "paddle.expm1({x})",
+        "sqrt": "paddle.sqrt({x})",
+        "rsqrt": "paddle.rsqrt({x})",
+        "abs": "paddle.abs({x})",
+        "tanh": "paddle.tanh({x})",
+        "sigmoid": "F.sigmoid({x})",
+        "softplus": "_softplus({x})",
+        "maximum": "paddle.maximum({x}, {y})",
+        "minimum": "paddle.minimum({x}, {y})",
+        "clip": "paddle.clip({x}, {lo}, {hi})",
+        "clip_min": "paddle.clip({x}, min={lo})",
+        "clip_max": "paddle.clip({x}, max={hi})",
+        "where": "paddle.where({c}, {x}, {y})",
+        "and": "paddle.logical_and({x}, {y})",
+        "or": "paddle.logical_or({x}, {y})",
+        "not": "paddle.logical_not({x})",
+        "sum": "paddle.sum({x}, axis={axis}, keepdim=True)",
+        "mean": "paddle.mean({x}, axis={axis}, keepdim=True)",
+        "amax": "paddle.amax({x}, axis={axis}, keepdim=True)",
+        "logsumexp": "paddle.logsumexp({x}, axis={axis}, keepdim=True)",
+        "softmax": "F.softmax({x}, axis={axis})",
+        # Paddle's CPU log_softmax clips x - max at -64 and is slow; this form is exact
+        "log_softmax": "{x} - paddle.logsumexp({x}, axis={axis}, keepdim=True)",
+        "take_along_axis": "paddle.take_along_axis({x}, {index}, axis={axis})",
+        "lookup": "paddle.take({x}, {index})",
+        "stop_gradient": "{x}.detach()",
+        "cast": "paddle.cast({x}, {dtype})",
+        "reshape": "paddle.reshape({x}, {shape})",
+        "zeros_like": "paddle.zeros_like({x})",
+        "full": "paddle.full({shape}, {value}, dtype={dtype})",
+        "arange": "paddle.arange({n})",
+        "sum_all": "{x}.sum()",
+        "mean_all": "{x}.mean()",
+        "dtype_of": "{x}.dtype",
+        "float32": "'float32'",
+    }),
+    helpers=_freeze({
+        "softplus": '''def _softplus(x):
+    """log(1 + exp(x)) without overflow; exact gradient sigmoid(x), also at x = 0."""
+    positive = x > 0
+    return paddle.where(positive, x, paddle.zeros_like(x)) + paddle.log1p(
+        paddle.exp(paddle.where(positive, -x, x))
+    )''',
+    }),
+)

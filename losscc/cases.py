@@ -1,0 +1,186 @@
+"""Verification cases from three sources: the spec's own, random draws, and case files.
+
+A :class:`CaseData` holds float64 NumPy inputs and, where known, expected values
+and gradients.  Random cases are drawn from each input's declared domain with a
+seeded generator, so a run is reproducible.  External files use the schema of the
+conformance suite (``tests/data/conformance/README.md``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .errors import Diagnostic, Location, SpecError
+from .spec import Input, Spec
+
+SMALL_SIZES = (3, 4, 2)
+
+
+@dataclass
+class CaseData:
+    id: str
+    source: str                          # "spec", "random" or a file path
+    inputs: dict                         # name -> float64/int64 array or None
+    params: dict
+    learnable: dict = field(default_factory=dict)
+    expected: dict = field(default_factory=dict)   # reduction -> value (may be partial)
+    grads: dict = field(default_factory=dict)      # name -> expected d(sum)/d(name)
+    from_reference: bool = False          # expectations come from the reference evaluator
+    rtol: float | None = None             # looser value tolerance for hand-written numbers
+
+
+def _draw(inp: Input, shape, rng: np.random.Generator, sizes) -> np.ndarray:
+    d = inp.domain
+    if inp.dtype == "int":
+        hi = d.hi if not isinstance(d.hi, str) else sizes[d.hi][0]
+        lo = 0 if d.lo is None else d.lo
+        if d.is_set:
+            return rng.choice(np.array(d.values, dtype=np.int64), size=shape)
+        return rng.integers(int(lo), int(hi), size=shape, dtype=np.int64)
+    if d.is_set:
+        return rng.choice(np.array(d.values, dtype=float), size=shape)
+    lo, hi = d.lo, d.hi
+    if lo is None and hi is None:
+        x = rng.normal(0.0, 1.5, size=shape)
+    elif lo is not None and hi is not None:
+        span = hi - lo
+        x = rng.uniform(lo + 0.02 * span, hi - 0.02 * span, size=shape)
+    elif lo is not None:
+        x = lo + np.exp(rng.normal(0.0, 1.0, size=shape))
+    else:
+        x = hi - np.exp(rng.normal(0.0, 1.0, size=shape))
+    # a few decimals: exact in float32 as well, and readable in reports
+    return np.round(x, 3)
+
+
+def random_cases(spec: Spec, count: int, seed: int) -> list[CaseData]:
+    out = []
+    for k in range(count):
+        rng = np.random.default_rng([seed, k, len(spec.name)] + [ord(c) for c in spec.name])
+        sizes: dict[str, tuple[int, ...]] = {}
+        for inp in spec.inputs:
+            for a in inp.shape:
+                if a.lstrip("*") not in sizes:
+                    if a.startswith("*"):
+                        rank = 1 + (k % 2)
+                        sizes[a.lstrip("*")] = tuple(int(rng.integers(2, 5)) for _ in range(rank))
+                    else:
+                        sizes[a] = (int(rng.integers(2, 5)),)
+        inputs = {}
+        for inp in spec.inputs:
+            shape = tuple(n for a in inp.shape for n in sizes[a.lstrip("*")])
+            if inp.optional and k % 2 == 0:
+                inputs[inp.name] = None
+                continue
+            if inp.optional:
+                inputs[inp.name] = np.round(rng.uniform(0.5, 2.0, size=shape), 3)
+                continue
+            inputs[inp.name] = _draw(inp, shape, rng, sizes)
+        params = {}
+        for p in spec.params:
+            if k == 0:
+                params[p.name] = p.default
+            elif p.kind == "bool":
+                params[p.name] = bool((k % 2) ^ int(p.default))
+            elif p.kind == "int":
+                params[p.name] = p.default
+            else:
+                v = p.default + (0.5 if k % 2 else 0.25)
+                if p.max is not None:
+                    v = min(v, p.max)
+                params[p.name] = float(v)
+        for inp in spec.inputs:
+            if inp.ignore and inputs.get(inp.name) is not None:
+                arr = inputs[inp.name]
+                mask = rng.random(arr.shape) < 0.3
+                mask.reshape(-1)[0] = False  # at least one position counts
+                arr[mask] = params[inp.ignore]
+        learn = {lr.name: np.round(rng.normal(0.0, 0.5, size=lr.shape), 3) for lr in spec.learnable}
+        out.append(CaseData(f"random{k}", "random", inputs, params, learn, from_reference=True))
+    return out
+
+
+def spec_cases(spec: Spec) -> list[CaseData]:
+    out = []
+    for c in spec.cases:
+        inputs = {}
+        for inp in spec.inputs:
+            v = c.inputs.get(inp.name)
+            inputs[inp.name] = None if v is None else np.asarray(v, dtype=np.int64 if inp.dtype == "int" else float)
+        expected = {k: (np.asarray(v, dtype=float) if isinstance(v, list) else float(v)) for k, v in c.expected.items()}
+        learn = {lr.name: np.full(lr.shape, lr.init) for lr in spec.learnable}
+        out.append(CaseData(c.id, spec.path, inputs, dict(c.params), learn, expected, rtol=c.rtol))
+    return out
+
+
+def _tensor(obj, where: str) -> np.ndarray:
+    dtype = np.int64 if obj.get("dtype") == "int64" else float
+    arr = np.asarray(obj["data"], dtype=dtype)
+    if list(arr.shape) != list(obj.get("shape", arr.shape)):
+        raise ValueError(f"{where}: data does not have shape {obj.get('shape')}")
+    return arr
+
+
+def load_case_file(path: str | Path, spec: Spec, input_map: dict | None = None,
+                   param_map: dict | None = None, ids: tuple[str, ...] = (),
+                   where: Location | None = None) -> list[CaseData]:
+    """Cases of a conformance-schema file, renamed into the spec's inputs and params."""
+    path = Path(path)
+    loc = where or Location(str(path))
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SpecError([Diagnostic(loc, "E180", f"cannot read case file {path}: {exc}")]) from None
+    input_map, param_map = dict(input_map or {}), dict(param_map or {})
+    names = {i.name for i in spec.inputs}
+    pnames = {p.name for p in spec.params}
+    out, problems = [], []
+    wanted = set(ids)
+    for case in doc.get("cases", []):
+        cid = case.get("id", "?")
+        if wanted and cid not in wanted:
+            continue
+        try:
+            inputs = {i.name: None for i in spec.inputs}
+            params = {}
+            for k, v in case.get("inputs", {}).items():
+                target = input_map.get(k, k)
+                if target not in names:
+                    raise ValueError(f"input '{k}' has no counterpart in the spec (map it under inputs:)")
+                inputs[target] = _tensor(v, f"{cid}.inputs.{k}")
+            for k, v in case.get("params", {}).items():
+                target = param_map.get(k, k)
+                if isinstance(v, dict):
+                    if target not in names:
+                        raise ValueError(f"tensor parameter '{k}' needs an optional input of the spec")
+                    inputs[target] = _tensor(v, f"{cid}.params.{k}")
+                elif target in pnames:
+                    params[target] = v
+                elif v is None or target == "":
+                    continue
+                else:
+                    raise ValueError(f"parameter '{k}' has no counterpart in the spec")
+            expected = {}
+            for k, v in case.get("expected", {}).items():
+                expected[k] = np.asarray(v, dtype=float) if isinstance(v, list) else float(v)
+            grads = {input_map.get(k, k): np.asarray(v, dtype=float) for k, v in case.get("grad_of_sum", {}).items()}
+            out.append(CaseData(cid, path.as_posix(), inputs, params, {}, expected, grads))
+        except (ValueError, KeyError, TypeError) as exc:
+            problems.append(Diagnostic(loc, "E181", f"{path.name}: case '{cid}': {exc}"))
+    if wanted - {c.id for c in out} and not problems:
+        missing = sorted(wanted - {c.id for c in out})
+        problems.append(Diagnostic(loc, "E182", f"{path.name}: no case with id {', '.join(missing)}"))
+    if problems:
+        raise SpecError(problems)
+    return out
+
+
+def reference_cases(spec: Spec, root: Path) -> list[CaseData]:
+    out = []
+    for ref in spec.references:
+        out += load_case_file(root / ref.file, spec, ref.inputs, ref.params, ref.cases, ref.loc)
+    return out

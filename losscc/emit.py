@@ -1,0 +1,231 @@
+"""Stage 7: files.  Compile specs for every backend, write them atomically, check staleness.
+
+``generate`` renders everything in memory first; only when every spec compiled does
+it write, into a temporary directory beside the output, then moves files into
+place.  It never overwrites or deletes a file that lacks the losscc header, and a
+lock file keeps two runs from interleaving.  ``check`` compares the same
+in-memory output with the tree, ignoring only the ``losscc-version`` header line.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fcntl
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import __version__
+from .backends import Backend, all_backends
+from .errors import Diagnostic, Location, SpecError
+from .pipeline import lower, prepare
+from .render import HEADER_MARK, VERSION_PREFIX, render_init, render_module
+from .spec import Spec, load_spec
+
+
+def find_specs(paths: list[str]) -> list[Path]:
+    out: list[Path] = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            out += sorted(q for q in path.glob("*.yaml") if q.is_file())
+        elif path.exists():
+            out.append(path)
+        else:
+            raise SpecError([Diagnostic(Location(str(p)), "E100", "no such spec file or directory")])
+    uniq = sorted(set(out), key=lambda q: (q.name, str(q)))
+    return uniq
+
+
+def display_path(path: Path) -> str:
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def load_all(paths: list[Path]) -> list[Spec]:
+    specs, problems = [], []
+    for p in paths:
+        try:
+            specs.append(load_spec(p, display_path(p)))
+        except SpecError as exc:
+            problems += exc.diagnostics
+    names: dict[str, Spec] = {}
+    for s in specs:
+        if s.name in names:
+            problems.append(Diagnostic(Location(s.path, 1, 1), "E160",
+                                       f"spec name '{s.name}' is also used by {names[s.name].path}"))
+        names[s.name] = s
+        if Path(s.path).stem != s.name:
+            problems.append(Diagnostic(Location(s.path, 1, 1), "E161",
+                                       f"spec name '{s.name}' must match its file name '{Path(s.path).stem}'"))
+    if problems:
+        raise SpecError(problems)
+    return sorted(specs, key=lambda s: s.name)
+
+
+def module_context(spec: Spec, backend: Backend) -> dict:
+    params = [f"{p.name}={p.default!r}" for p in spec.params]
+    init_params = params + [f"reduction={spec.default_reduction!r}"]
+    if spec.learnable:
+        init_params.append(f"dtype={backend.ops['float32']}")
+    check_params = [p.name for p in spec.params] + ["reduction"]
+    forward = [i.name for i in spec.inputs if not i.optional] + [f"{i.name}=None" for i in spec.inputs if i.optional]
+    call = [i.name for i in spec.inputs if not i.optional]
+    call += [f"self.{lr.name}" for lr in spec.learnable]
+    call += [i.name for i in spec.inputs if i.optional]
+    call += [f"{p.name}=self.{p.name}" for p in spec.params] + ["reduction=self.reduction"]
+    return dict(init_params=init_params, check_params=check_params, check_args=check_params,
+                forward_params=forward, call_args=call)
+
+
+def compile_spec(spec: Spec, backend: Backend, prepared=None) -> str:
+    prep = prepared or prepare(spec)
+    low = lower(prep, backend)
+    written = [f"{b.name} = {' '.join(b.text.split())}" for b in spec.bindings]
+    return render_module(low, spec.path, written, module_context(spec, backend))
+
+
+def _cache_key(spec: Spec) -> str:
+    return hashlib.sha256(f"{spec.source_sha256}:{__version__}".encode()).hexdigest()
+
+
+def render_tree(specs: list[Spec], backends: tuple[Backend, ...] | None = None) -> dict[str, str]:
+    """All generated files, relative path -> text; raise SpecError with every problem."""
+    backends = backends or all_backends()
+    files: dict[str, str] = {}
+    problems: list[Diagnostic] = []
+    prepared = {}
+    for spec in specs:
+        try:
+            prepared[spec.name] = prepare(spec)
+        except SpecError as exc:
+            problems += exc.diagnostics
+    if problems:
+        raise SpecError(problems)
+    for backend in backends:
+        modules = []
+        for spec in specs:
+            files[f"{backend.name}/{spec.name}.py"] = compile_spec(spec, backend, prepared[spec.name])
+            modules.append((spec.name, f"{spec.name}, {spec.class_name}"))
+        files[f"{backend.name}/__init__.py"] = render_init(backend.name, modules)
+    return files
+
+
+def is_generated(path: Path) -> bool:
+    try:
+        with path.open("r", encoding="utf-8") as f:
+            return f.readline().startswith(HEADER_MARK)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def strip_version(text: str) -> str:
+    return "".join(ln for ln in text.splitlines(keepends=True) if not ln.startswith(VERSION_PREFIX))
+
+
+@dataclass(frozen=True)
+class Staleness:
+    stale: list[str]
+    missing: list[str]
+    extra: list[str]
+    foreign: list[str]          # files in the way that losscc did not write
+
+    @property
+    def clean(self) -> bool:
+        return not (self.stale or self.missing or self.extra or self.foreign)
+
+
+def existing_generated(out: Path, backends) -> set[str]:
+    found = set()
+    for b in backends:
+        d = out / b.name
+        if d.is_dir():
+            for f in d.glob("*.py"):
+                if is_generated(f):
+                    found.add(f"{b.name}/{f.name}")
+    return found
+
+
+def compare(files: dict[str, str], out: Path, backends=None) -> Staleness:
+    backends = backends or all_backends()
+    stale, missing, foreign = [], [], []
+    for rel, text in sorted(files.items()):
+        p = out / rel
+        if not p.exists():
+            missing.append(rel)
+        elif not is_generated(p):
+            foreign.append(rel)
+        elif strip_version(p.read_text(encoding="utf-8")) != strip_version(text):
+            stale.append(rel)
+    extra = sorted(existing_generated(out, backends) - set(files))
+    return Staleness(stale, missing, extra, foreign)
+
+
+def diff(files: dict[str, str], out: Path, rels: list[str]) -> str:
+    chunks = []
+    for rel in rels:
+        p = out / rel
+        old = p.read_text(encoding="utf-8").splitlines(keepends=True) if p.exists() else []
+        new = files.get(rel, "").splitlines(keepends=True)
+        chunks += difflib.unified_diff(old, new, f"a/{rel}", f"b/{rel}")
+    return "".join(chunks)
+
+
+class OutputLocked(Exception):
+    pass
+
+
+def write_tree(files: dict[str, str], out: Path, backends=None) -> list[str]:
+    """Write all files or none; remove stale generated files; return the changed paths."""
+    backends = backends or all_backends()
+    out.mkdir(parents=True, exist_ok=True)
+    foreign = [rel for rel in files if (out / rel).exists() and not is_generated(out / rel)]
+    if foreign:
+        raise SpecError([Diagnostic(Location(str(out / rel)), "E170",
+                                    "refusing to overwrite a file without the losscc header")
+                         for rel in foreign])
+    lock_path = out / ".losscc.lock"
+    with open(lock_path, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise OutputLocked(f"{out}: another losscc run is writing here") from None
+        changed = []
+        staged = tempfile.mkdtemp(prefix=".losscc-", dir=out)
+        try:
+            moves = []
+            for rel, text in sorted(files.items()):
+                target = out / rel
+                if target.exists() and target.read_text(encoding="utf-8") == text:
+                    continue
+                tmp = Path(staged) / rel.replace("/", "__")
+                with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+                    f.write(text)
+                    f.flush()
+                    os.fsync(f.fileno())
+                moves.append((tmp, target))
+            for tmp, target in moves:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(tmp, target)
+                changed.append(target.relative_to(out).as_posix())
+            for rel in sorted(existing_generated(out, backends) - set(files)):
+                (out / rel).unlink()
+                changed.append(rel)
+        finally:
+            for leftover in Path(staged).glob("*"):
+                leftover.unlink()
+            os.rmdir(staged)
+        try:
+            lock_path.unlink()
+        except OSError:
+            pass
+    return changed
+
+
+def manifest(files: dict[str, str]) -> str:
+    return json.dumps({k: hashlib.sha256(v.encode()).hexdigest() for k, v in sorted(files.items())}, indent=1)

@@ -1,0 +1,111 @@
+"""Print IR expressions back in the formula language (for docstrings and `losscc explain`)."""
+
+from __future__ import annotations
+
+import sympy as sp
+from sympy.printing.str import StrPrinter
+
+from . import ir
+
+
+class FormulaPrinter(StrPrinter):
+    def __init__(self, names: dict | None = None):
+        super().__init__({"order": "none"})
+        self.names = names or {}
+
+    def doprint(self, expr):
+        return super().doprint(expr)
+
+    def _print(self, expr, **kwargs):
+        if expr in self.names:
+            return self.names[expr]
+        return super()._print(expr, **kwargs)
+
+    def parenthesize(self, item, level, strict=False):
+        if item in self.names:
+            return self.names[item]
+        return super().parenthesize(item, level, strict)
+
+    def _print_Float(self, expr):
+        return repr(float(expr))
+
+    def _print_Rational(self, expr):
+        return repr(float(expr)) if expr.q in (2, 4, 5, 8, 10) else f"{expr.p}/{expr.q}"
+
+    def _print_Function(self, expr):
+        name = {"sigmoid": "sigmoid", "softplus": "softplus", "log1p": "log1p", "expm1": "expm1"}.get(
+            type(expr).__name__)
+        if name:
+            return f"{name}({self._print(expr.args[0])})"
+        return super()._print_Function(expr)
+
+    def _axis(self, name, expr):
+        return f"{name}({self._print(expr.args[0])}, axis={expr.args[1]})"
+
+    def _print_ReduceSum(self, e):
+        return self._axis("sum", e)
+
+    def _print_ReduceMean(self, e):
+        return self._axis("mean", e)
+
+    def _print_ReduceMax(self, e):
+        return self._axis("max", e)
+
+    def _print_LogSumExp(self, e):
+        return self._axis("logsumexp", e)
+
+    def _print_Softmax(self, e):
+        return self._axis("softmax", e)
+
+    def _print_LogSoftmax(self, e):
+        return self._axis("log_softmax", e)
+
+    def _print_Gather(self, e):
+        x = self._print(e.args[0])
+        if not (x.isidentifier() or x.endswith(")")):
+            x = f"({x})"
+        return f"{x}[{self._print(e.args[1])}]"
+
+    def _print_OneHot(self, e):
+        return f"one_hot({self._print(e.args[0])}, {e.args[1]})"
+
+    def _print_StopGradient(self, e):
+        return f"stop_gradient({self._print(e.args[0])})"
+
+    def _print_Size(self, e):
+        return str(e.args[0])
+
+    def _print_Item(self, e):
+        return f"{self._print(e.args[0])}[{e.args[1]}]"
+
+    def _print_Clip(self, e):
+        return "clip(" + ", ".join(self._print(a) for a in e.args) + ")"
+
+    def _print_Abs(self, e):
+        return f"abs({self._print(e.args[0])})"
+
+    def _print_Max(self, e):
+        return "max(" + ", ".join(self._print(a) for a in e.args) + ")"
+
+    def _print_Min(self, e):
+        return "min(" + ", ".join(self._print(a) for a in e.args) + ")"
+
+    def _print_Piecewise(self, e):
+        pairs = list(e.args)
+        out = self._print(pairs[-1].expr)
+        for p in reversed(pairs[:-1]):
+            out = f"where({self._print(p.cond)}, {self._print(p.expr)}, {out})"
+        return out
+
+    def _print_And(self, e):
+        return " & ".join(f"({self._print(a)})" for a in e.args)
+
+    def _print_Or(self, e):
+        return " | ".join(f"({self._print(a)})" for a in e.args)
+
+    def _print_Not(self, e):
+        return f"not ({self._print(e.args[0])})"
+
+
+def formula_text(expr: sp.Expr, names: dict | None = None) -> str:
+    return FormulaPrinter(names).doprint(expr)

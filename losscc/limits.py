@@ -1,0 +1,25 @@
+"""Limits on untrusted spec files, so that no spec can make the compiler run long.
+
+Each limit has a name used in the error that reports it (``limit 'formula_chars'``);
+``docs/errors.md`` lists them all.
+"""
+
+MAX_FILE_BYTES = 64 * 1024
+MAX_FORMULA_CHARS = 4000
+MAX_BINDINGS = 64
+MAX_DEPTH = 40             # nesting depth of a formula expression
+MAX_NODES = 2000           # expression nodes in one formula (after inlining)
+MAX_EXPONENT = 64          # |integer exponent| in x**k
+MAX_RANK = 8               # axes per input
+MAX_INPUTS = 32
+MAX_PARAMS = 32
+MAX_LEARNABLE_ELEMENTS = 4096
+MAX_CASES = 200
+MAX_CASE_ELEMENTS = 20000  # numbers in one case
+MAX_YAML_NODES = 50000
+MAX_NAME_CHARS = 64
+MAX_TEXT_CHARS = 2000      # summary, docs
+
+LIMITS = {
+    name.lower()[4:]: value for name, value in dict(globals()).items() if name.startswith("MAX_")
+}

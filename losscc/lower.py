@@ -1,0 +1,432 @@
+"""Stage 5: the rewritten IR into straight-line code for one backend.
+
+Layout rule (the reason the lowering is small): every tensor is kept in a
+*canonical layout* -- the program's global axis order, right-aligned, with size-1
+dimensions for the axes it lacks.  Reductions keep their axis (``keepdim``) and
+gathers keep the class axis as size 1, so every elementwise operation broadcasts
+by plain NumPy rules and every axis has one fixed negative position.  Inputs are
+reshaped into the layout once, at entry; the loss is reshaped back for
+``reduction="none"``.
+
+Common subexpressions become named statements (the user's binding names where a
+rewritten binding survives), so each value is computed once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+from . import ir
+from .backends import Backend
+from .parse import Program, TType
+from .spec import Spec
+
+ATOM, POW, UNARY, MUL, ADD, CMP, NOT, AND, OR, TERNARY = 100, 80, 70, 60, 50, 40, 30, 20, 10, 5
+
+
+@dataclass
+class Block:
+    """Statements plus the expression a reduction returns."""
+
+    stmts: list[str]
+    result: str
+
+
+@dataclass
+class Lowered:
+    backend: Backend
+    spec: Spec
+    signature: list[str]                 # parameters of the generated function
+    checks: list[str]
+    prologue: list[str]
+    body: list[str]
+    reductions: list[tuple[str, Block]]  # (name, block) in order: none, sum, then mean and extras
+    helpers: list[str]
+    formula_lines: list[str]             # the computed form, in the formula language
+    call: dict = field(default_factory=dict)
+
+
+def _pos_expr(axis: str, prog: Program) -> str:
+    """Negative position of `axis` in the canonical layout."""
+    after = prog.axes[prog.axes.index(axis) + 1:]
+    fixed = 1 + sum(1 for a in after if a not in prog.variadic)
+    var = [f"len({a})" for a in after if a in prog.variadic]
+    if axis in prog.variadic:
+        end = sum(1 for a in after if a not in prog.variadic)
+        lo = " + ".join([str(end)] + var + [f"len({axis})"]) if end or var else f"len({axis})"
+        hi = f"-({' + '.join([str(end)] + var)})" if end or var else "0"
+        return f"tuple(range(-({lo}), {hi}))"
+    return str(-fixed) if not var else f"-({fixed} + {' + '.join(var)})"
+
+
+def _span(axes: tuple[str, ...], prog: Program) -> tuple[str, ...]:
+    if not axes:
+        return ()
+    return prog.axes[prog.axes.index(axes[0]):]
+
+
+def canonical_shape(axes: tuple[str, ...], prog: Program, need) -> str | None:
+    """Code for the canonical shape of a tensor with `axes`, or None if it is already canonical."""
+    span = _span(axes, prog)
+    if tuple(span) == tuple(axes):
+        return None
+    parts: list[str] = []
+    fixed: list[str] = []
+    for a in span:
+        if a in prog.variadic:
+            if fixed:
+                parts.append(_tuple(fixed))
+                fixed = []
+            need(a)
+            parts.append(a if a in axes else f"(1,) * len({a})")
+        else:
+            if a in axes:
+                need(a)
+                fixed.append(a)
+            else:
+                fixed.append("1")
+    if fixed:
+        parts.append(_tuple(fixed))
+    return " + ".join(parts)
+
+
+def _tuple(items: list[str]) -> str:
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def plain_shape(axes: tuple[str, ...], prog: Program, need) -> str:
+    """Code for the shape made of the sizes of `axes` (the shape of reduction='none')."""
+    parts, fixed = [], []
+    for a in axes:
+        need(a)
+        if a in prog.variadic:
+            if fixed:
+                parts.append(_tuple(fixed))
+                fixed = []
+            parts.append(a)
+        else:
+            fixed.append(a)
+    if fixed:
+        parts.append(_tuple(fixed))
+    return " + ".join(parts) if parts else "()"
+
+
+def _is_f32_exact(v: float) -> bool:
+    import struct
+
+    try:
+        return struct.unpack("f", struct.pack("f", v))[0] == v
+    except OverflowError:
+        return False
+
+
+def _float_text(v: float) -> str:
+    text = repr(float(v))
+    return text
+
+
+class Lowerer:
+    def __init__(self, prog: Program, backend: Backend, taken: set[str], names: dict[sp.Expr, str],
+                 symbol_vars: dict[sp.Symbol, str]):
+        self.prog, self.b = prog, backend
+        self.taken = set(taken)
+        self.names = names                  # IR node -> user binding name
+        self.user_names = set(names.values())  # reserved for exactly those nodes
+        self.symbol_vars = symbol_vars      # IR symbol -> variable in the generated code
+        self.memo: dict[sp.Expr, tuple[str, int]] = {}
+        self.stmts: list[str] = []
+        self.exprs: list[tuple[str, sp.Expr]] = []   # materialised (var, IR) for the docstring
+        self.uses: dict[sp.Expr, int] = {}
+        self.sizes: set[str] = set()
+        self.helpers: list[str] = []
+        self.needs_dtype = False
+
+    # ---------------------------------------------------------------- bookkeeping
+    def count(self, expr: sp.Expr) -> None:
+        seen: set = set()
+
+        def walk(e):
+            self.uses[e] = self.uses.get(e, 0) + 1
+            if e in seen:
+                return
+            seen.add(e)
+            for a in e.args:
+                walk(a)
+
+        walk(expr)
+
+    def need(self, axis: str) -> None:
+        self.sizes.add(axis)
+
+    def fresh(self, hint: str) -> str:
+        if hint in self.user_names:
+            self.user_names.discard(hint)
+            return hint
+        base = hint
+        k = 0
+        name = base
+        while name in self.taken:
+            k += 1
+            name = f"{base}_{k}"
+        self.taken.add(name)
+        return name
+
+    def typeof(self, e) -> TType:
+        return self.prog.typeof(e)
+
+    def dtype(self) -> str:
+        self.needs_dtype = True
+        return "dtype"
+
+    def helper(self, op: str) -> None:
+        src = self.b.helpers.get(op)
+        if src and src not in self.helpers:
+            self.helpers.append(src)
+
+    def op(self, key: str, **kw) -> str:
+        self.helper(key)
+        return self.b.op(key, **kw)
+
+    # ---------------------------------------------------------------- entry
+    def value(self, expr: sp.Expr) -> str:
+        code, _ = self.emit(expr)
+        return code
+
+    def materialize(self, expr: sp.Expr, hint: str = "t") -> str:
+        code, prec = self.emit(expr)
+        if prec == ATOM and (code.isidentifier()):
+            return code
+        var = self.fresh(self.names.get(expr, hint))
+        self.stmts.append(f"{var} = {code}")
+        self.exprs.append((var, expr))
+        self.memo[expr] = (var, ATOM)
+        return var
+
+    def emit(self, expr: sp.Expr) -> tuple[str, int]:
+        got = self.memo.get(expr)
+        if got is not None:
+            return got
+        code, prec = self.build(expr)
+        shared = self.uses.get(expr, 0) > 1 and not expr.is_Atom and not isinstance(expr, (ir.Size,))
+        named = expr in self.names
+        tensor_op = isinstance(expr, ir.TensorOp) and not isinstance(expr, (ir.Size, ir.Item))
+        if named or (shared and prec < ATOM or shared and "(" in code) or tensor_op or len(code) > 72:
+            if not (prec == ATOM and code.isidentifier()):
+                var = self.fresh(self.names.get(expr) or _hint(expr))
+                self.stmts.append(f"{var} = {code}")
+                self.exprs.append((var, expr))
+                code, prec = var, ATOM
+        self.memo[expr] = (code, prec)
+        return code, prec
+
+    def wrap(self, e: sp.Expr, min_prec: int) -> str:
+        code, prec = self.emit(e)
+        return f"({code})" if prec < min_prec else code
+
+    def tensor_arg(self, e: sp.Expr) -> str:
+        """An operand that a template uses more than once must be a variable."""
+        code, prec = self.emit(e)
+        if prec == ATOM and code.isidentifier():
+            return code
+        return self.materialize(e, _hint(e))
+
+    # ---------------------------------------------------------------- nodes
+    def build(self, e: sp.Expr) -> tuple[str, int]:
+        b = self.b
+        if isinstance(e, sp.Symbol):
+            if e in self.symbol_vars:
+                return self.symbol_vars[e], ATOM
+            raise KeyError(f"no variable for symbol {e}")
+        if e is sp.true:
+            return "True", ATOM
+        if e is sp.false:
+            return "False", ATOM
+        if e.is_Integer:
+            v = int(e)
+            return (str(v), ATOM) if v >= 0 else (str(v), UNARY)
+        if e.is_Number or e in (sp.pi, sp.E):
+            v = float(e)
+            text = _float_text(v)
+            if b.wrap_scalars and not _is_f32_exact(v):
+                return b.scalar.format(value=text, dtype=self.dtype()), ATOM
+            return text, ATOM if v >= 0 else UNARY
+        if isinstance(e, sp.Add):
+            return self.add(e)
+        if isinstance(e, sp.Mul):
+            return self.mul(e)
+        if isinstance(e, sp.Pow):
+            return self.pow(e)
+        simple = {sp.exp: "exp", sp.log: "log", ir.log1p: "log1p", ir.expm1: "expm1", sp.Abs: "abs",
+                  sp.tanh: "tanh", ir.sigmoid: "sigmoid", ir.softplus: "softplus"}
+        for cls, key in simple.items():
+            if isinstance(e, cls):
+                return self.op(key, x=self.value(e.args[0])), ATOM
+        if isinstance(e, (sp.Max, sp.Min)):
+            return self.minmax(e)
+        if isinstance(e, ir.Clip):
+            x, lo, hi = e.args
+            return self.op("clip", x=self.value(x), lo=self.value(lo), hi=self.value(hi)), ATOM
+        if isinstance(e, sp.Piecewise):
+            return self.piecewise(e)
+        if isinstance(e, sp.Rel):
+            return self.relation(e)
+        if isinstance(e, sp.And):
+            return self.fold("and", e.args), ATOM
+        if isinstance(e, sp.Or):
+            return self.fold("or", e.args), ATOM
+        if isinstance(e, sp.Not):
+            return self.op("not", x=self.value(e.args[0])), ATOM
+        return self.tensor_op(e)
+
+    def fold(self, key, args):
+        code = self.value(args[0])
+        for a in args[1:]:
+            code = self.op(key, x=code, y=self.value(a))
+        return code
+
+    def add(self, e: sp.Add) -> tuple[str, int]:
+        terms = list(e.args)
+        # positive terms first reads naturally: "1 - x", "a + b - c"
+        terms.sort(key=lambda t: _is_negative(t))
+        out = ""
+        for k, t in enumerate(terms):
+            if _is_negative(t):
+                code = self.wrap(-t, MUL if not out else MUL)
+                out = f"{out} - {code}" if out else f"-{self.wrap(-t, UNARY)}"
+            else:
+                code = self.wrap(t, ADD)
+                out = f"{out} + {code}" if out else code
+        return out, ADD
+
+    def mul(self, e: sp.Mul) -> tuple[str, int]:
+        coeff, rest = e.as_coeff_Mul()
+        if coeff == -1:
+            return f"-{self.wrap(rest, UNARY + 1)}", UNARY
+        num, den = [], []
+        for f in (e.args if coeff == 1 else (coeff,) + sp.Mul.make_args(rest)):
+            if isinstance(f, sp.Pow) and f.exp.is_Number and f.exp.is_negative:
+                den.append(f.base ** -f.exp)
+            elif f.is_Rational and not f.is_Integer and f.p == 1:
+                den.append(sp.Integer(f.q))
+            else:
+                num.append(f)
+        code = " * ".join(self.wrap(f, MUL) for f in num) if num else "1"
+        if den:
+            d = den[0] if len(den) == 1 else sp.Mul(*den, evaluate=False)
+            dcode = self.wrap(d, MUL + 1) if len(den) == 1 else "(" + " * ".join(self.wrap(f, MUL) for f in den) + ")"
+            code = f"{code} / {dcode}"
+        return code, MUL
+
+    def pow(self, e: sp.Pow) -> tuple[str, int]:
+        base, ex = e.args
+        if ex == sp.Rational(1, 2):
+            return self.op("sqrt", x=self.value(base)), ATOM
+        if ex == sp.Rational(-1, 2):
+            return self.op("rsqrt", x=self.value(base)), ATOM
+        if ex.is_Number and ex.is_negative:
+            return f"1 / {self.wrap(base ** -ex, MUL + 1)}", MUL
+        if ex.is_Integer:
+            return f"{self.wrap(base, ATOM)} ** {int(ex)}", POW
+        return f"{self.wrap(base, ATOM)} ** {self.wrap(ex, ATOM)}", POW
+
+    def minmax(self, e) -> tuple[str, int]:
+        scalars = [a for a in e.args if not self.typeof(a).axes]
+        tensors = [a for a in e.args if self.typeof(a).axes]
+        key = "maximum" if isinstance(e, sp.Max) else "minimum"
+        if not tensors:
+            tensors, scalars = scalars[:1], scalars[1:]
+        code = self.value(tensors[0])
+        for t in tensors[1:]:
+            code = self.op(key, x=code, y=self.value(t))
+        if scalars:
+            bound = scalars[0] if len(scalars) == 1 else (sp.Max(*scalars) if key == "maximum" else sp.Min(*scalars))
+            if key == "maximum":
+                code = self.op("clip_min", x=code, lo=self.value(bound))
+            else:
+                code = self.op("clip_max", x=code, hi=self.value(bound))
+        return code, ATOM
+
+    def piecewise(self, e: sp.Piecewise) -> tuple[str, int]:
+        pairs = list(e.args)
+        if len(pairs) == 2 and pairs[0].expr == 1 and pairs[1].expr == 0 and pairs[1].cond is sp.true:
+            return self.op("cast", x=self.value(pairs[0].cond), dtype=self.dtype()), ATOM
+        code, prec = self.emit(pairs[-1].expr)
+        for pair in reversed(pairs[:-1]):
+            c = pair.cond
+            if isinstance(c, sp.Symbol) and self.typeof(c).dtype == "bool" and not self.typeof(c).axes:
+                a = self.wrap(pair.expr, TERNARY + 1)
+                code = f"{a} if {self.value(c)} else {code if prec > TERNARY else '(' + code + ')'}"
+                prec = TERNARY
+                continue
+            code = self.op("where", c=self.value(c), x=self.branch(pair.expr), y=code)
+            prec = ATOM
+        return code, prec
+
+    def branch(self, e):
+        return self.value(e)
+
+    def relation(self, e) -> tuple[str, int]:
+        ops = {sp.StrictLessThan: "<", sp.LessThan: "<=", sp.StrictGreaterThan: ">",
+               sp.GreaterThan: ">=", sp.Equality: "==", sp.Unequality: "!="}
+        flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+        sym = ops[type(e)]
+        lhs, rhs = e.args
+        if not self.typeof(lhs).axes and self.typeof(rhs).axes:
+            lhs, rhs, sym = rhs, lhs, flip[sym]
+        return f"{self.wrap(lhs, CMP + 1)} {sym} {self.wrap(rhs, CMP + 1)}", CMP
+
+    def tensor_op(self, e) -> tuple[str, int]:
+        prog = self.prog
+        if isinstance(e, ir.Size):
+            name = e.args[0].name
+            self.need(name)
+            return name, ATOM
+        if isinstance(e, ir.Item):
+            return f"{self.wrap(e.args[0], ATOM)}[{int(e.args[1])}]", ATOM
+        if isinstance(e, ir.StopGradient):
+            return self.op("stop_gradient", x=self.wrap(e.args[0], ATOM)), ATOM
+        if isinstance(e, ir.OneHot):
+            idx, ax = e.args
+            n = ax.name
+            self.need(n)
+            rng = self.op("arange", n=n)
+            shape = canonical_shape((n,), prog, self.need)
+            if shape:
+                rng = self.op("reshape", x=rng, shape=shape)
+            return self.op("cast", x=f"{self.value(idx)} == {rng}", dtype=self.dtype()), ATOM
+        x = e.args[0]
+        ax = e.args[-1].name
+        pos = _pos_expr(ax, prog)
+        if isinstance(e, ir.Gather):
+            src_axes = self.typeof(x).axes
+            index = self.value(e.args[1])
+            if src_axes == (ax,):
+                return self.op("lookup", x=self.value(x), index=index), ATOM
+            return self.op("take_along_axis", x=self.value(x), axis=pos, index=index), ATOM
+        key = {ir.ReduceSum: "sum", ir.ReduceMean: "mean", ir.ReduceMax: "amax", ir.LogSumExp: "logsumexp",
+               ir.Softmax: "softmax", ir.LogSoftmax: "log_softmax"}[type(e)]
+        template = self.b.ops[key]
+        xs = self.tensor_arg(x) if template.count("{x}") > 1 else self.value(x)
+        return self.op(key, x=xs, axis=pos), (ATOM if template.count("{x}") == 1 else ADD)
+
+
+def _is_negative(t) -> bool:
+    if t.is_Number:
+        return bool(t.is_negative)
+    if isinstance(t, sp.Mul):
+        c, _ = t.as_coeff_Mul()
+        return bool(c.is_Number and c.is_negative)
+    return False
+
+
+def _hint(e) -> str:
+    table = {ir.LogSoftmax: "log_probs", ir.Softmax: "probs", ir.LogSumExp: "lse", ir.ReduceSum: "total",
+             ir.ReduceMean: "avg", ir.ReduceMax: "peak", ir.Gather: "picked", ir.OneHot: "onehot",
+             ir.StopGradient: "frozen", sp.exp: "e", sp.log: "lg", ir.softplus: "sp", ir.sigmoid: "sig",
+             sp.Piecewise: "branch", sp.Abs: "magnitude"}
+    for cls, name in table.items():
+        if isinstance(e, cls):
+            return name
+    return "t"

@@ -1,0 +1,391 @@
+"""``losscc verify``: run the generated code and compare it with the references.
+
+For each spec x backend x dtype x mode the generated class is built with each
+case's hyperparameters and called for every reduction; the gradient of the
+summed loss is taken with respect to every float input and learnable tensor.
+Expectations come from the spec's own cases, from case files (``references:`` or
+``--cases``), and for random cases from :mod:`losscc.reference` (mpmath).
+
+This is the only module of the package that imports the frameworks, and only
+inside the runner functions.  MindSpore is always imported before Paddle.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .cases import CaseData, load_case_file, random_cases, reference_cases, spec_cases
+from .errors import SpecError
+from .parse import build_program
+from .reference import reference
+from .spec import Spec
+
+TOLERANCES = {  # (rtol, atol); atol is scaled by the largest magnitude of the compared array
+    "float64": (1e-10, 1e-12),
+    "float32": (1e-5, 1e-6),
+}
+BACKENDS = ("mindspore", "paddle")
+MODES = ("eager", "graph")
+DTYPES = ("float64", "float32")
+
+
+@dataclass
+class Row:
+    spec: str
+    backend: str
+    dtype: str
+    mode: str
+    cases: int = 0
+    value_err: float = 0.0
+    grad_err: float = 0.0
+    skipped_kinks: int = 0
+    failures: list = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def as_dict(self) -> dict:
+        return dict(spec=self.spec, backend=self.backend, dtype=self.dtype, mode=self.mode, cases=self.cases,
+                    max_rel_value=self.value_err, max_rel_grad=self.grad_err, kinks_skipped=self.skipped_kinks,
+                    verdict="pass" if self.ok else "FAIL", failures=self.failures)
+
+
+def compare(actual, expected, dtype: str, mask=None, rtol=None) -> tuple[bool, float]:
+    """Elementwise |a - e| <= atol * scale + rtol * |e|; returns (ok, max relative error)."""
+    rtol0, atol = TOLERANCES[dtype]
+    rtol = max(rtol0, rtol or 0.0)
+    a = np.asarray(actual, dtype=float)
+    e = np.asarray(expected, dtype=float)
+    if a.shape != e.shape:
+        if a.size == e.size:
+            a = a.reshape(e.shape)
+        else:
+            return False, float("inf")
+    if mask is not None:
+        keep = ~np.broadcast_to(mask, e.shape)
+        a, e = a[keep], e[keep]
+    if a.size == 0:
+        return True, 0.0
+    if not np.all(np.isfinite(a) == np.isfinite(e)):
+        return False, float("inf")
+    fin = np.isfinite(e)
+    if not np.array_equal(a[~fin], e[~fin]):
+        return False, float("inf")
+    a, e = a[fin], e[fin]
+    if a.size == 0:
+        return True, 0.0
+    scale = max(1.0, float(np.max(np.abs(e))))
+    err = np.abs(a - e)
+    ok = bool(np.all(err <= atol * scale + rtol * np.abs(e)))
+    rel = float(np.max(err / np.maximum(np.abs(e), atol * scale / rtol)))
+    return ok, rel
+
+
+# --------------------------------------------------------------------------- modules
+
+
+def load_module(path: Path, name: str):
+    """Import one generated file on its own (it must be self-contained)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # MindSpore's graph compiler re-imports functions' modules by name
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def import_frameworks(backends) -> None:
+    os.environ.setdefault("GLOG_minloglevel", "2")  # Paddle's C++ log lines
+    if "mindspore" in backends:
+        import mindspore  # noqa: F401  (must come before paddle: both ship libdnnl)
+    if "paddle" in backends:
+        import paddle  # noqa: F401
+
+
+# --------------------------------------------------------------------------- runners
+
+
+class MindSporeRunner:
+    name = "mindspore"
+
+    def __init__(self):
+        import mindspore as ms
+
+        self.ms = ms
+        self._cells: dict = {}
+
+    def tensor(self, a, dtype):
+        a = np.asarray(a)
+        if a.dtype.kind in "iu":
+            return self.ms.Tensor(a.astype(np.int64))
+        return self.ms.Tensor(a.astype(dtype))
+
+    def make(self, mod, spec: Spec, params: dict, reduction: str, dtype: str, learnable: dict):
+        ms = self.ms
+        cls = getattr(mod, spec.class_name)
+        kw = dict(params)
+        if spec.learnable:
+            kw["dtype"] = getattr(ms, dtype)
+        cell = cls(**kw, reduction=reduction)
+        for lr in spec.learnable:
+            getattr(cell, lr.name).set_data(ms.Tensor(np.asarray(learnable[lr.name], dtype=dtype)))
+        return cell
+
+    def run(self, mod, spec, case: CaseData, dtype: str, mode: str, reductions) -> tuple[dict, dict]:
+        ms = self.ms
+        args, names = self.args(spec, case, dtype)
+        values = {}
+        for red in reductions:
+            cell = self.make(mod, spec, case.params, red, dtype, case.learnable)
+            fn = ms.jit(cell) if mode == "graph" else cell
+            values[red] = fn(*args).asnumpy().astype(float)
+        cell = self.make(mod, spec, case.params, "sum", dtype, case.learnable)
+        pos = tuple(k for k, n in enumerate(names) if n is not None)
+        weights = cell.trainable_params() if spec.learnable else None
+        vg = ms.value_and_grad(cell, grad_position=pos, weights=weights)
+        if mode == "graph":
+            vg = ms.jit(vg)
+        _, g = vg(*args)
+        grads = {}
+        if weights is not None:
+            g_in, g_w = g
+        else:
+            g_in, g_w = g, ()
+        if not isinstance(g_in, tuple):
+            g_in = (g_in,)
+        for k, gi in zip(pos, g_in):
+            grads[names[k]] = gi.asnumpy().astype(float)
+        for lr, gw in zip(spec.learnable, g_w):
+            grads[lr.name] = gw.asnumpy().astype(float)
+        return values, grads
+
+    def args(self, spec, case, dtype):
+        order = [i for i in spec.inputs if not i.optional] + [i for i in spec.inputs if i.optional]
+        args, names = [], []
+        for inp in order:
+            v = case.inputs.get(inp.name)
+            args.append(None if v is None else self.tensor(v, dtype))
+            names.append(inp.name if (v is not None and inp.dtype == "float" and not inp.optional) else None)
+        return args, names
+
+
+class PaddleRunner:
+    name = "paddle"
+
+    def __init__(self):
+        import paddle
+
+        self.paddle = paddle
+
+    def make(self, mod, spec, params, reduction, dtype, learnable):
+        paddle = self.paddle
+        cls = getattr(mod, spec.class_name)
+        kw = dict(params)
+        if spec.learnable:
+            kw["dtype"] = dtype
+        layer = cls(**kw, reduction=reduction)
+        for lr in spec.learnable:
+            getattr(layer, lr.name).set_value(paddle.to_tensor(np.asarray(learnable[lr.name], dtype=dtype)))
+        return layer
+
+    def run(self, mod, spec, case, dtype, mode, reductions):
+        paddle = self.paddle
+        values = {}
+        for red in reductions:
+            layer = self.make(mod, spec, case.params, red, dtype, case.learnable)
+            fn = paddle.jit.to_static(layer, full_graph=True) if mode == "graph" else layer
+            args, _ = self.args(spec, case, dtype)
+            values[red] = fn(*args).numpy().astype(float)
+        layer = self.make(mod, spec, case.params, "sum", dtype, case.learnable)
+        fn = paddle.jit.to_static(layer, full_graph=True) if mode == "graph" else layer
+        args, names = self.args(spec, case, dtype)
+        out = fn(*args)
+        out.backward()
+        grads = {}
+        for a, n in zip(args, names):
+            if n is not None:
+                grads[n] = a.grad.numpy().astype(float)
+        for lr in spec.learnable:
+            grads[lr.name] = getattr(layer, lr.name).grad.numpy().astype(float)
+        return values, grads
+
+    def args(self, spec, case, dtype):
+        paddle = self.paddle
+        order = [i for i in spec.inputs if not i.optional] + [i for i in spec.inputs if i.optional]
+        args, names = [], []
+        for inp in order:
+            v = case.inputs.get(inp.name)
+            if v is None:
+                args.append(None)
+                names.append(None)
+                continue
+            v = np.asarray(v)
+            diff = inp.dtype == "float" and not inp.optional
+            t = paddle.to_tensor(v.astype(np.int64) if v.dtype.kind in "iu" else v.astype(dtype),
+                                 stop_gradient=not diff)
+            args.append(t)
+            names.append(inp.name if diff else None)
+        return args, names
+
+
+RUNNERS = {"mindspore": MindSporeRunner, "paddle": PaddleRunner}
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def _round32(case: CaseData) -> CaseData:
+    inputs = {k: (None if v is None else (v.astype(np.float32).astype(float) if v.dtype.kind == "f" else v))
+              for k, v in case.inputs.items()}
+    learn = {k: np.asarray(v, dtype=np.float32).astype(float) for k, v in case.learnable.items()}
+    return CaseData(case.id, case.source, inputs, case.params, learn, {}, {}, True)
+
+
+def expectations(prog, case: CaseData):
+    """Expected values and gradients (and kink masks) for a case, from the reference where needed."""
+    diff_names = [i.name for i in prog.spec.inputs
+                  if i.dtype == "float" and not i.optional and case.inputs.get(i.name) is not None]
+    diff_names += [lr.name for lr in prog.spec.learnable]
+    need_ref = case.from_reference or not case.grads
+    kinks = {}
+    exp_vals, exp_grads = dict(case.expected), dict(case.grads)
+    if need_ref:
+        ref = reference(prog, case.inputs, case.params, case.learnable, diff_names)
+        if case.from_reference:
+            exp_vals = ref.values
+        if not exp_grads:
+            exp_grads = ref.grads
+            kinks = ref.kinks
+    return exp_vals, exp_grads, kinks
+
+
+def verify_spec(spec: Spec, modules: dict, runners: dict, dtypes, modes, cases: list[CaseData],
+                progress=None) -> list[Row]:
+    prog = build_program(spec)
+    rows = []
+    expect64 = [(c, *expectations(prog, c)) for c in cases]
+    expect32 = []
+    for c, vals, grads, kinks in expect64:
+        if c.from_reference or "float32" not in dtypes:
+            c32 = _round32(c) if c.from_reference else None
+            expect32.append((c32, *expectations(prog, c32)) if c32 else (c, vals, grads, kinks))
+        else:
+            # library values are for the float64 inputs; in float32 compare with the
+            # reference at the float32-rounded inputs (the same math, exact inputs)
+            c32 = _round32(c)
+            expect32.append((c32, *expectations(prog, c32)))
+    for backend, runner in runners.items():
+        mod = modules[backend]
+        for dtype in dtypes:
+            table = expect64 if dtype == "float64" else expect32
+            for mode in modes:
+                row = Row(spec.name, backend, dtype, mode)
+                for case, exp_vals, exp_grads, kinks in table:
+                    reds = [r for r in spec.reduction_names if r in exp_vals] if not case.from_reference \
+                        else list(spec.reduction_names)
+                    try:
+                        vals, grads = runner.run(mod, spec, case, dtype, mode, reds)
+                    except Exception as exc:  # a crash of generated code is a failure, not an abort
+                        row.failures.append(f"{case.id}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+                        continue
+                    row.cases += 1
+                    for red in reds:
+                        ok, err = compare(vals[red], exp_vals[red], dtype, rtol=case.rtol)
+                        row.value_err = max(row.value_err, err)
+                        if not ok:
+                            row.failures.append(f"{case.id}: value ({red}) off by {err:.3g}")
+                    for name, g in exp_grads.items():
+                        if name not in grads:
+                            continue
+                        mask = kinks.get(name)
+                        if mask is not None:
+                            row.skipped_kinks += int(mask.sum())
+                        ok, err = compare(grads[name], g, dtype, mask)
+                        row.grad_err = max(row.grad_err, err)
+                        if not ok:
+                            row.failures.append(f"{case.id}: gradient d/d{name} off by {err:.3g}")
+                rows.append(row)
+                if progress:
+                    progress(row)
+    return rows
+
+
+def collect_cases(spec: Spec, root: Path, extra_files: list[str], n_random: int, seed: int) -> list[CaseData]:
+    cases = spec_cases(spec) + reference_cases(spec, root)
+    for f in extra_files:
+        cases += load_case_file(f, spec)
+    cases += random_cases(spec, n_random, seed)
+    return cases
+
+
+def run(specs: list[Spec], backends=BACKENDS, dtypes=DTYPES, modes=MODES, extra_files=(), n_random=3,
+        seed=0, root: Path = Path("."), progress=None) -> list[Row]:
+    from .backends import get
+    from .emit import compile_spec
+
+    import_frameworks(backends)
+    all_cases = {s.name: collect_cases(s, root, list(extra_files), n_random, seed) for s in specs}
+    runners = {b: RUNNERS[b]() for b in backends}
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="losscc-verify-") as tmp:
+        for spec in specs:
+            modules = {}
+            for b in backends:
+                path = Path(tmp) / b / f"{spec.name}.py"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(compile_spec(spec, get(b)), encoding="utf-8")
+                modules[b] = load_module(path, f"losscc_verify_{b}_{spec.name}")
+            rows += verify_spec(spec, modules, runners, dtypes, modes, all_cases[spec.name], progress)
+    return rows
+
+
+def format_table(rows: list[Row]) -> str:
+    head = ("spec", "backend", "dtype", "mode", "cases", "value err", "grad err", "verdict")
+    body = [(r.spec, r.backend, r.dtype, r.mode, str(r.cases), f"{r.value_err:.2e}", f"{r.grad_err:.2e}",
+             "pass" if r.ok else "FAIL") for r in rows]
+    widths = [max(len(x[k]) for x in [head] + body) for k in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in [head] + body]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    fails = [f"  {r.spec}/{r.backend}/{r.dtype}/{r.mode}: {f}" for r in rows for f in r.failures]
+    if fails:
+        lines += ["", "failures:"] + fails
+    return "\n".join(lines) + "\n"
+
+
+def run_cli(args) -> int:
+    from .emit import find_specs, load_all
+
+    specs = load_all(find_specs(args.specs))
+    if args.cases and len(specs) != 1:
+        raise SpecError([])  # pragma: no cover - argparse-level misuse is reported below
+    backends = tuple(args.backend or BACKENDS)
+    dtypes = tuple(args.dtype or DTYPES)
+    modes = tuple(args.mode or MODES)
+    start = time.time()
+    tty = sys.stderr.isatty()
+
+    def progress(row: Row):
+        if tty:
+            sys.stderr.write(f"\r\x1b[Kverify: {row.spec} {row.backend} {row.dtype} {row.mode} "
+                             f"({time.time() - start:.0f}s)")
+            sys.stderr.flush()
+
+    rows = run(specs, backends, dtypes, modes, args.cases, args.random, args.seed, Path("."), progress)
+    if tty:
+        sys.stderr.write("\r\x1b[K")
+    if args.format == "json":
+        print(json.dumps([r.as_dict() for r in rows], indent=1))
+    else:
+        sys.stdout.write(format_table(rows))
+        n_fail = sum(1 for r in rows if not r.ok)
+        print(f"\n{len(rows) - n_fail} passed, {n_fail} failed ({time.time() - start:.0f}s)")
+    return 0 if all(r.ok for r in rows) else 1
