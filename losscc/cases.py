@@ -127,7 +127,7 @@ def _tensor(obj, where: str) -> np.ndarray:
 
 def load_case_file(path: str | Path, spec: Spec, input_map: dict | None = None,
                    param_map: dict | None = None, ids: tuple[str, ...] = (),
-                   where: Location | None = None) -> list[CaseData]:
+                   where: Location | None = None, reference_gradients: tuple[str, ...] = ()) -> list[CaseData]:
     """Cases of a conformance-schema file, renamed into the spec's inputs and params."""
     path = Path(path)
     loc = where or Location(str(path))
@@ -147,6 +147,7 @@ def load_case_file(path: str | Path, spec: Spec, input_map: dict | None = None,
         try:
             inputs = {i.name: None for i in spec.inputs}
             params = {}
+            scalars = {}
             for k, v in case.get("inputs", {}).items():
                 target = input_map.get(k, k)
                 if target not in names:
@@ -160,14 +161,20 @@ def load_case_file(path: str | Path, spec: Spec, input_map: dict | None = None,
                     inputs[target] = _tensor(v, f"{cid}.params.{k}")
                 elif target in pnames:
                     params[target] = v
+                elif target in names and isinstance(v, (int, float)) and not isinstance(v, bool):
+                    scalars[target] = float(v)  # a scalar for a tensor input: the same for every entry
                 elif v is None or target == "":
                     continue
                 else:
                     raise ValueError(f"parameter '{k}' has no counterpart in the spec")
+            for target, v in scalars.items():
+                inputs[target] = np.full(_declared_shape(spec, target, inputs), v)
             expected = {}
             for k, v in case.get("expected", {}).items():
                 expected[k] = np.asarray(v, dtype=float) if isinstance(v, list) else float(v)
             grads = {input_map.get(k, k): np.asarray(v, dtype=float) for k, v in case.get("grad_of_sum", {}).items()}
+            if cid in reference_gradients:
+                grads = {}  # the spec explains why these come from losscc's reference evaluator
             out.append(CaseData(cid, path.as_posix(), inputs, params, {}, expected, grads))
         except (ValueError, KeyError, TypeError) as exc:
             problems.append(Diagnostic(loc, "E181", f"{path.name}: case '{cid}': {exc}"))
@@ -179,8 +186,24 @@ def load_case_file(path: str | Path, spec: Spec, input_map: dict | None = None,
     return out
 
 
+def _declared_shape(spec: Spec, name: str, inputs: dict) -> tuple[int, ...]:
+    sizes: dict[str, tuple[int, ...]] = {}
+    for inp in spec.inputs:
+        v = inputs.get(inp.name)
+        if v is None or inp.broadcast:
+            continue
+        nvar = v.ndim - sum(1 for a in inp.shape if not a.startswith("*"))
+        k = 0
+        for a in inp.shape:
+            n = nvar if a.startswith("*") else 1
+            sizes.setdefault(a.lstrip("*"), tuple(v.shape[k:k + n]))
+            k += n
+    return tuple(n for a in spec.input(name).shape for n in sizes[a.lstrip("*")])
+
+
 def reference_cases(spec: Spec, root: Path) -> list[CaseData]:
     out = []
     for ref in spec.references:
-        out += load_case_file(root / ref.file, spec, ref.inputs, ref.params, ref.cases, ref.loc)
+        out += load_case_file(root / ref.file, spec, ref.inputs, ref.params, ref.cases, ref.loc,
+                              ref.reference_gradients)
     return out

@@ -97,6 +97,9 @@ class FormulaPrinter(StrPrinter):
             out = f"where({self._print(p.cond)}, {self._print(p.expr)}, {out})"
         return out
 
+    def _print_Where(self, e):
+        return "where(" + ", ".join(self._print(a) for a in e.args) + ")"
+
     def _print_And(self, e):
         return " & ".join(f"({self._print(a)})" for a in e.args)
 

@@ -17,7 +17,7 @@ import sympy as sp
 from sympy.codegen.cfunctions import expm1, log1p
 
 __all__ = [
-    "sigmoid", "softplus", "log1p", "expm1", "Clip", "TensorOp", "ReduceSum", "ReduceMean",
+    "sigmoid", "softplus", "log1p", "expm1", "Clip", "Where", "TensorOp", "ReduceSum", "ReduceMean",
     "ReduceMax", "LogSumExp", "Softmax", "LogSoftmax", "Gather", "OneHot", "StopGradient",
     "Size", "Item", "AXIS_REMOVING", "AXIS_KEEPING",
 ]
@@ -63,6 +63,16 @@ class Clip(sp.Function):
 
     def _eval_rewrite_as_Min(self, x, lo, hi, **kwargs):
         return sp.Min(sp.Max(x, lo), hi)
+
+
+class Where(sp.Function):
+    """where(c, a, b) made by the compiler's guards.  Unlike Piecewise, SymPy never
+    simplifies it away (a guard inside a branch with the same condition is the point)."""
+
+    nargs = 3
+
+    def _eval_rewrite_as_Piecewise(self, c, a, b, **kwargs):
+        return sp.Piecewise((a, c), (b, True))
 
 
 class TensorOp(sp.Function):

@@ -243,6 +243,8 @@ class Lowerer:
             return "True", ATOM
         if e is sp.false:
             return "False", ATOM
+        if not e.is_Atom and e.is_number and not e.has(ir.TensorOp):
+            e = sp.Float(e.evalf(20), 17)  # constant folding: log(2*pi) is a number
         if e.is_Integer:
             v = int(e)
             return (str(v), ATOM) if v >= 0 else (str(v), UNARY)
@@ -270,6 +272,9 @@ class Lowerer:
             return self.op("clip", x=self.value(x), lo=self.value(lo), hi=self.value(hi)), ATOM
         if isinstance(e, sp.Piecewise):
             return self.piecewise(e)
+        if isinstance(e, ir.Where):
+            c, a, b2 = e.args
+            return self.where(c, a, b2), ATOM
         if isinstance(e, sp.Rel):
             return self.relation(e)
         if isinstance(e, sp.And):
@@ -332,40 +337,75 @@ class Lowerer:
         return f"{self.wrap(base, ATOM)} ** {self.wrap(ex, ATOM)}", POW
 
     def minmax(self, e) -> tuple[str, int]:
-        scalars = [a for a in e.args if not self.typeof(a).axes]
-        tensors = [a for a in e.args if self.typeof(a).axes]
-        key = "maximum" if isinstance(e, sp.Max) else "minimum"
-        if not tensors:
-            tensors, scalars = scalars[:1], scalars[1:]
-        code = self.value(tensors[0])
-        for t in tensors[1:]:
-            code = self.op(key, x=code, y=self.value(t))
-        if scalars:
-            bound = scalars[0] if len(scalars) == 1 else (sp.Max(*scalars) if key == "maximum" else sp.Min(*scalars))
-            if key == "maximum":
-                code = self.op("clip_min", x=code, lo=self.value(bound))
-            else:
-                code = self.op("clip_max", x=code, hi=self.value(bound))
+        """max/min as where(a >= b, a, b): at a tie the gradient goes to the first argument,
+        which is the convention of torch.clamp (the hinge of margin losses passes gradient)."""
+        args = list(e.args)
+        # tensors first, then scalars: max(z, 0) ties go to z
+        args.sort(key=lambda a: 0 if self.typeof(a).axes else 1)
+        rel = ">=" if isinstance(e, sp.Max) else "<="
+        code = self.value(args[0])
+        first_scalar = self.scalar_like(args[0])
+        for other in args[1:]:
+            left = code if code.isidentifier() else self.materialize_code(code)
+            code = self.where_codes(f"{left} {rel} {self.wrap(other, CMP + 1)}", left, self.value(other),
+                                    first_scalar, self.scalar_like(other))
+            first_scalar = False
         return code, ATOM
+
+    def materialize_code(self, code: str) -> str:
+        var = self.fresh("t")
+        self.stmts.append(f"{var} = {code}")
+        return var
 
     def piecewise(self, e: sp.Piecewise) -> tuple[str, int]:
         pairs = list(e.args)
         if len(pairs) == 2 and pairs[0].expr == 1 and pairs[1].expr == 0 and pairs[1].cond is sp.true:
             return self.op("cast", x=self.value(pairs[0].cond), dtype=self.dtype()), ATOM
         code, prec = self.emit(pairs[-1].expr)
+        scalar = self.scalar_like(pairs[-1].expr)
         for pair in reversed(pairs[:-1]):
             c = pair.cond
             if isinstance(c, sp.Symbol) and self.typeof(c).dtype == "bool" and not self.typeof(c).axes:
                 a = self.wrap(pair.expr, TERNARY + 1)
                 code = f"{a} if {self.value(c)} else {code if prec > TERNARY else '(' + code + ')'}"
                 prec = TERNARY
+                scalar = scalar and self.scalar_like(pair.expr)
                 continue
-            code = self.op("where", c=self.value(c), x=self.branch(pair.expr), y=code)
+            code = self.where_codes(self.value(c), self.value(pair.expr), code, self.scalar_like(pair.expr), scalar)
+            scalar = False
             prec = ATOM
         return code, prec
 
-    def branch(self, e):
-        return self.value(e)
+    def scalar_like(self, e) -> bool:
+        """A value the generated code holds as a Python number (not a tensor)."""
+        if self.typeof(e).axes:
+            return False
+        tensors = {self.prog.symbols[lr.name] for lr in self.prog.spec.learnable}
+        if self.b.wrap_scalars:
+            tensors |= {self.prog.symbols[p.name] for p in self.prog.spec.params if p.kind == "float"}
+        return not (e.free_symbols & tensors) and not e.has(ir.Item)
+
+    def where(self, c, a, b, y_code: str | None = None) -> str:
+        yb = y_code if y_code is not None else self.value(b)
+        b_s = y_code is None and self.scalar_like(b)
+        return self.where_codes(self.value(c), self.value(a), yb, self.scalar_like(a), b_s)
+
+    def where_codes(self, cc: str, xa: str, yb: str, a_s: bool, b_s: bool) -> str:
+        if not self.b.where_scalars:
+            if a_s and b_s:
+                cc = self.tensor_code(cc)
+                xa = self.tensor_code(self.op("full", shape=f"{cc}.shape", value=xa, dtype=self.dtype()))
+                yb = self.op("full_like", x=xa, value=yb)
+            elif a_s:
+                yb = self.tensor_code(yb)
+                xa = self.op("full_like", x=yb, value=xa)
+            elif b_s:
+                xa = self.tensor_code(xa)
+                yb = self.op("full_like", x=xa, value=yb)
+        return self.op("where", c=cc, x=xa, y=yb)
+
+    def tensor_code(self, code: str) -> str:
+        return code if code.isidentifier() else self.materialize_code(code)
 
     def relation(self, e) -> tuple[str, int]:
         ops = {sp.StrictLessThan: "<", sp.LessThan: "<=", sp.StrictGreaterThan: ">",

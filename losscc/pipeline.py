@@ -16,7 +16,7 @@ from .backends import Backend
 from .formula import formula_text
 from .lower import Block, Lowered, Lowerer, canonical_shape, plain_shape
 from .parse import Program, TType, build_program
-from .rewrites import Fired, optimize
+from .rewrites import Fired, guard_branches, guard_gradients, optimize
 from .spec import Spec
 
 
@@ -50,6 +50,13 @@ def prepare(spec: Spec) -> Prepared:
     loss = optimize(prog.loss, memo=memo, fired=fired)
     dens = {k: (optimize(v, memo=memo, fired=fired) if v is not None else None)
             for k, v in prog.denominators.items()}
+    gmemo: dict = {}
+    bmemo: dict = {}
+    loss = guard_branches(guard_gradients(loss, prog, fired, gmemo), prog, fired, bmemo)
+    dens = {k: (guard_branches(guard_gradients(v, prog, fired, gmemo), prog, fired, bmemo) if v is not None else None)
+            for k, v in dens.items()}
+    for old, new in list(memo.items()):
+        memo[old] = bmemo.get(gmemo.get(new, new), gmemo.get(new, new))
     if masks:
         cond = sp.And(*[m for _, m in masks]) if len(masks) > 1 else masks[0][1]
         loss = sp.Piecewise((loss, cond), (0, True))
@@ -116,7 +123,9 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
             den_t = prog.typeof(den)
             dcode = low.value(den)
             if den_t.axes:
-                dcode = low.op("sum_all", x=dcode if dcode.isidentifier() else f"({dcode})")
+                if den_t.axes != loss_t.axes or _has_broadcast_input(den, spec, prog):
+                    dcode = low.op("broadcast_to", x=dcode, shape=f"{loss_var}.shape")
+                dcode = low.op("sum_all", x=dcode if dcode.isidentifier() or dcode.endswith(")") else f"({dcode})")
             elif not (dcode.isidentifier() or dcode.replace(".", "").isdigit()):
                 dcode = f"({dcode})"
             result = f"{low.op('sum_all', x=loss_var)} / {dcode}"
@@ -128,6 +137,11 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
     for inp in spec.inputs:
         t = prog.types[prog.symbols[inp.name]]
         shape = None if inp.broadcast else canonical_shape(t.axes, prog, low.need)
+        left = None
+        if inp.broadcast == "left":
+            ref = next(i for i in spec.inputs if not i.broadcast and set(t.axes) <= {a.lstrip("*") for a in i.shape})
+            left = (f"{inp.name} = " + low.op("reshape", x=inp.name, shape=f"tuple({inp.name}.shape) + (1,) * "
+                    f"({ref.name}.ndim - {inp.name}.ndim)"))
         if inp.optional:
             if inp.broadcast:
                 dshape = "()"
@@ -139,6 +153,11 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
             if shape:
                 prologue.append("else:")
                 prologue.append(f"    {inp.name} = {low.op('reshape', x=inp.name, shape=shape)}")
+            elif left:
+                prologue.append("else:")
+                prologue.append(f"    {left}")
+        elif left:
+            prologue.append(left)
         elif shape:
             prologue.append(f"{inp.name} = {low.op('reshape', x=inp.name, shape=shape)}")
     for name, mask in prep.masks:
@@ -220,6 +239,11 @@ def _size_expr(axis: str, spec: Spec, prog: Program) -> str:
             return f"{inp.name}.shape[{j - len(names)}]"
         return f"{inp.name}.shape[{j}]"
     raise ValueError(f"no input gives the size of axis {axis}")
+
+
+def _has_broadcast_input(expr, spec: Spec, prog: Program) -> bool:
+    names = {prog.symbols[i.name] for i in spec.inputs if i.broadcast}
+    return bool(expr.free_symbols & names)
 
 
 def _changes_layout(expr: sp.Expr, prog: Program) -> bool:

@@ -148,7 +148,12 @@ class Evaluator:
             v = inputs.get(inp.name)
             t = prog.types[prog.symbols[inp.name]]
             if v is None:
-                arr = np.full((1,) * self.layout.rank, mpmath.mpf(inp.default), dtype=object)
+                shape = [1] * self.layout.rank
+                if not inp.broadcast:
+                    for a in t.axes:
+                        for d, n in zip(self.layout.dims[a], self.sizes[a]):
+                            shape[d] = n
+                arr = np.full(tuple(shape), mpmath.mpf(inp.default), dtype=object)
             else:
                 arr = to_mp(v) if not isinstance(v, np.ndarray) or v.dtype != object else v
                 arr = _place(arr, t.axes, inp, self.layout)
@@ -274,6 +279,9 @@ class Evaluator:
                 c = ev(pair.cond)
                 out = np.where(np.asarray(c, dtype=bool), val, out) if isinstance(c, np.ndarray) else (val if c else out)
             return out
+        if isinstance(e, ir.Where):
+            c, a, b = (ev(x) for x in e.args)
+            return np.where(np.asarray(c, dtype=bool), a, b) if isinstance(c, np.ndarray) else (a if c else b)
         if isinstance(e, sp.Rel):
             a, b = ev(e.args[0]), ev(e.args[1])
             f = {sp.StrictLessThan: lambda x, y: x < y, sp.LessThan: lambda x, y: x <= y,
@@ -385,7 +393,9 @@ def _place(arr: np.ndarray, axes: tuple[str, ...], inp, layout: Layout) -> np.nd
         # NumPy broadcasting against the declared (trailing) axes
         target = sum((layout.dims[a] for a in axes), ())
         want = len(target)
-        arr = arr.reshape((1,) * (want - arr.ndim) + arr.shape) if arr.ndim < want else arr
+        if arr.ndim < want:
+            pad = (1,) * (want - arr.ndim)
+            arr = arr.reshape(arr.shape + pad if inp.broadcast == "left" else pad + arr.shape)
         shape = [1] * layout.rank
         for d, n in zip(target, arr.shape):
             shape[d] = n
@@ -416,6 +426,18 @@ def infer_sizes(prog: Program, inputs: dict) -> dict[str, tuple[int, ...]]:
     return sizes
 
 
+def digits_for(inputs: dict, learnable: dict) -> int:
+    """Working precision: DPS digits, plus enough that exp(-|x|) still counts next to 1
+    (1 - sigmoid(1000) must not cancel to 0), for the largest input magnitude."""
+    big = 0.0
+    for v in list(inputs.values()) + list(learnable.values()):
+        if v is not None:
+            a = np.asarray(v, dtype=float)
+            if a.size:
+                big = max(big, float(np.max(np.abs(a))))
+    return int(DPS + min(big, 20000.0) / 2.3)
+
+
 @dataclass
 class Reference:
     values: dict                  # reduction -> float64 array / float
@@ -427,7 +449,7 @@ def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None 
               grad_of: list[str] | None = None) -> Reference:
     """Values of every reduction and gradients of the summed loss, at DPS digits."""
     learnable = learnable or {}
-    with mpmath.workdps(DPS):
+    with mpmath.workdps(digits_for(inputs, learnable)):
         ev = Evaluator(prog, inputs, params, learnable)
         base = ev.run()
         values = {k: (np.array(v, dtype=object).astype(float) if isinstance(v, np.ndarray) else float(v))

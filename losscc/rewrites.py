@@ -154,3 +154,181 @@ def optimize(expr: sp.Expr, rules=STABILITY, memo: dict | None = None,
         return cur
 
     return visit(expr)
+
+
+# --------------------------------------------------------------------------- guards
+#
+# where(c, f(x), g(x)) evaluates both branches; the gradient of the branch not taken
+# is multiplied by zero, and 0 * inf = NaN.  So inside each branch the arguments of
+# operations that are singular somewhere (log, division, sqrt, fractional powers)
+# are replaced by where(c, arg, 1): the same value where the branch is taken, a
+# harmless 1 where it is not.  Arguments that a small range analysis proves
+# positive are left alone, so exact formulas stay exact and fast.
+
+
+def is_positive(e, prog) -> bool:
+    """True when e > 0 for every input allowed by the declared domains (and finite)."""
+    if e.is_Number:
+        return bool(e.is_positive)
+    if e in (sp.pi, sp.E) or isinstance(e, ir.Size):
+        return True
+    if isinstance(e, sp.Symbol):
+        spec = prog.spec
+        for p in spec.params:
+            if p.name == e.name:
+                return p.kind != "bool" and p.min is not None and p.min > 0
+        for i in spec.inputs:
+            if i.name == e.name:
+                d = i.domain
+                if d.is_set:
+                    return all(v > 0 for v in d.values)
+                return isinstance(d.lo, float) and (d.lo > 0 or (d.lo == 0 and not d.lo_closed))
+        return False
+    if isinstance(e, sp.Add):
+        return all(is_nonneg(a, prog) for a in e.args) and any(is_positive(a, prog) for a in e.args)
+    if isinstance(e, sp.Mul):
+        return all(is_positive(a, prog) for a in e.args)
+    if isinstance(e, sp.Pow):
+        return is_positive(e.args[0], prog)
+    if isinstance(e, (ir.ReduceSum, ir.ReduceMean, ir.ReduceMax)):
+        return is_positive(e.args[0], prog)
+    if isinstance(e, ir.StopGradient):
+        return is_positive(e.args[0], prog)
+    if isinstance(e, ir.Gather):
+        return is_positive(e.args[0], prog)
+    return False
+
+
+def is_nonneg(e, prog) -> bool:
+    if is_positive(e, prog):
+        return True
+    if e.is_Number:
+        return bool(e.is_nonnegative)
+    if isinstance(e, sp.Symbol):
+        for p in prog.spec.params:
+            if p.name == e.name:
+                return p.kind != "bool" and p.min is not None and p.min >= 0
+        for i in prog.spec.inputs:
+            if i.name == e.name:
+                d = i.domain
+                if d.is_set:
+                    return all(v >= 0 for v in d.values)
+                return isinstance(d.lo, float) and d.lo >= 0
+        return False
+    if isinstance(e, (sp.Abs, sp.exp, ir.sigmoid, ir.softplus, ir.Softmax, ir.OneHot, ir.LogSumExp)):
+        return not isinstance(e, ir.LogSumExp)
+    if isinstance(e, sp.Pow):
+        ex = e.args[1]
+        return (ex.is_Integer and ex.is_even) or is_nonneg(e.args[0], prog)
+    if isinstance(e, (sp.Add, sp.Mul)):
+        return all(is_nonneg(a, prog) for a in e.args)
+    if isinstance(e, (ir.ReduceSum, ir.ReduceMean, ir.ReduceMax, ir.Gather, ir.StopGradient)):
+        return is_nonneg(e.args[0], prog)
+    if isinstance(e, sp.Piecewise):
+        return all(is_nonneg(p.expr, prog) for p in e.args)
+    if isinstance(e, ir.Where):
+        return is_nonneg(e.args[1], prog) and is_nonneg(e.args[2], prog)
+    return False
+
+
+def _static_cond(c, prog) -> bool:
+    """A condition on a boolean hyperparameter: lowered to Python `if`, nothing to guard."""
+    return isinstance(c, sp.Symbol) and any(p.name == c.name and p.kind == "bool" for p in prog.spec.params)
+
+
+def _guard_under(e, cond, prog, memo, fired):
+    key = (e, cond)
+    if key in memo:
+        return memo[key]
+    if e.is_Atom or isinstance(e, ir.TensorOp):
+        memo[key] = e
+        return e
+
+    def safe(arg):
+        if is_positive(arg, prog):
+            return arg
+        return ir.Where(cond, arg, 1)
+
+    args = [_guard_under(a, cond, prog, memo, fired) for a in e.args]
+    out = e.func(*args) if tuple(args) != e.args else e
+    if isinstance(out, sp.log) or isinstance(out, sp.Pow) and out.args[1].is_Number and (
+            out.args[1].is_negative or not out.args[1].is_Integer):
+        new = out.func(safe(out.args[0]), *out.args[1:])
+        if new != out:
+            fired.append(Fired("guard-untaken-branch", out, new))
+            out = new
+    memo[key] = out
+    return out
+
+
+def guard_branches(expr, prog, fired: list | None = None, memo: dict | None = None):
+    """Guard singular operations inside where/Piecewise branches (see above)."""
+    fired = [] if fired is None else fired
+    memo = {} if memo is None else memo
+    inner: dict = {}
+
+    def visit(e):
+        if e in memo:
+            return memo[e]
+        if e.is_Atom:
+            return e
+        args = tuple(visit(a) for a in e.args)
+        cur = e.func(*args) if args != e.args else e
+        if isinstance(cur, sp.Piecewise) and not any(_static_cond(p.cond, prog) for p in cur.args):
+            pairs, previous = [], []
+            for p in cur.args:
+                cond = p.cond if p.cond is not sp.true else sp.And(*[sp.Not(c) for c in previous])
+                if cond is sp.true:
+                    pairs.append((p.expr, p.cond))
+                else:
+                    pairs.append((_guard_under(p.expr, cond, prog, inner, fired), p.cond))
+                previous.append(p.cond)
+            cur = sp.Piecewise(*pairs)
+        memo[e] = cur
+        return cur
+
+    return visit(expr)
+
+
+# Gradient guards for values that are finite where their derivative is not:
+# sqrt(x) and x**g (g not an integer) at x = 0.  The value is kept exactly; the
+# derivative at 0 becomes 0 instead of inf (or 0 * inf = NaN downstream).
+
+
+def _pow_guard(e, prog):
+    if not isinstance(e, sp.Pow):
+        return None
+    base, ex = e.args
+    if ex.is_Integer or (ex.is_Number and ex.is_negative) or is_positive(base, prog):
+        return None
+    if isinstance(base, (sp.Piecewise, ir.Where, ir.StopGradient)):
+        return None
+    pos = sp.Gt(base, 0, evaluate=False)
+    return ir.Where(pos, sp.Pow(ir.Where(pos, base, 1), ex), sp.Pow(ir.StopGradient(base), ex))
+
+
+GRADIENT_GUARDS = (
+    Rewrite("gradient-guard-pow", "x**g with g < 1 (or sqrt) has an infinite derivative at x = 0; "
+            "keep the value, use derivative 0 there", None),
+)
+
+
+def guard_gradients(expr, prog, fired: list | None = None, memo: dict | None = None):
+    fired = [] if fired is None else fired
+    memo = {} if memo is None else memo
+
+    def visit(e):
+        if e in memo:
+            return memo[e]
+        if e.is_Atom:
+            return e
+        args = tuple(visit(a) for a in e.args)
+        cur = e.func(*args) if args != e.args else e
+        new = _pow_guard(cur, prog)
+        if new is not None:
+            fired.append(Fired("gradient-guard-pow", cur, new))
+            cur = new
+        memo[e] = cur
+        return cur
+
+    return visit(expr)

@@ -53,7 +53,8 @@ class Input:
     optional: bool = False         # may be None; then `default` is used
     default: float = 1.0
     ignore: str | None = None      # name of an int parameter: positions equal to it are ignored
-    broadcast: bool = False        # the tensor may have any shape that broadcasts to `shape`
+    broadcast: str = ""            # "right": any shape that broadcasts to `shape` (NumPy rules);
+                                   # "left": missing trailing axes are added first (torch var rule)
     doc: str = ""
     loc: Location = Location()
 
@@ -108,6 +109,7 @@ class Reference:
     inputs: dict                   # file's input name -> spec input name
     params: dict                   # file's param name -> spec param name
     cases: tuple[str, ...]         # case ids to claim; empty = all
+    reference_gradients: tuple[str, ...] = ()  # cases whose gradients come from losscc's reference
     loc: Location = Location()
 
 
@@ -155,7 +157,7 @@ RESERVED = frozenset(
         "range", "isinstance", "ValueError", "TypeError", "None", "True", "False", "valid",
         "print", "type", "object", "str", "dict", "list", "getattr", "setattr", "exec", "eval",
         "open", "compile", "globals", "locals", "vars", "import", "builtins", "training",
-        "name", "parameters", "construct", "forward", "cast", "full", "zeros_like", "where",
+        "name", "parameters", "construct", "forward",
     }
 )
 # formula function names; inputs may not shadow them
@@ -662,11 +664,18 @@ def _input(r: _Reader, node: _Node, key: str, where: str, axes_seen: list[str],
     elif dtype == "int":
         r.err(node, "E114", f"{where}: an int input needs a 'domain', such as \"[0, C)\"")
         return None
-    for flag in ("optional", "broadcast"):
-        if flag in fields:
-            v = r.boolean(fields[flag], f"{where}.{flag}")
-            if v is not None:
-                result[flag] = v
+    if "optional" in fields:
+        v = r.boolean(fields["optional"], f"{where}.optional")
+        if v is not None:
+            result["optional"] = v
+    if "broadcast" in fields:
+        v = fields["broadcast"].value
+        if v is True or v == "right":
+            result["broadcast"] = "right"
+        elif v == "left":
+            result["broadcast"] = "left"
+        elif v is not False:
+            r.err(fields["broadcast"], "E112", f"{where}.broadcast: expected true, false, 'right' or 'left'")
     if "default" in fields:
         v = r.number(fields["default"], f"{where}.default")
         if v is not None:
@@ -824,7 +833,7 @@ def _references(r: _Reader, node: _Node, path: str) -> list[Reference]:
     refs = []
     for k, item in enumerate(node.value):
         where = f"references[{k}]"
-        fields = r.mapping(item, where, ("file", "inputs", "params", "cases"))
+        fields = r.mapping(item, where, ("file", "inputs", "params", "cases", "reference_gradients"))
         if "file" not in fields:
             r.err(item, "E114", f"{where}: missing required field 'file'")
             continue
@@ -845,6 +854,10 @@ def _references(r: _Reader, node: _Node, path: str) -> list[Reference]:
         if not isinstance(ids, list) or not all(isinstance(x, str) for x in ids):
             r.err(fields["cases"], "E112", f"{where}.cases: expected a list of case ids")
             ids = []
-        refs.append(Reference(f, maps["inputs"], maps["params"], tuple(ids),
+        rg = fields["reference_gradients"].plain() if "reference_gradients" in fields else []
+        if not isinstance(rg, list) or not all(isinstance(x, str) for x in rg):
+            r.err(fields["reference_gradients"], "E112", f"{where}.reference_gradients: expected a list of case ids")
+            rg = []
+        refs.append(Reference(f, maps["inputs"], maps["params"], tuple(ids), tuple(rg),
                               Location(path, item.line, item.col)))
     return refs

@@ -212,8 +212,8 @@ class PaddleRunner:
         out.backward()
         grads = {}
         for a, n in zip(args, names):
-            if n is not None:
-                grads[n] = a.grad.numpy().astype(float)
+            if n is not None:  # an input the loss does not differentiate through has no .grad
+                grads[n] = a.grad.numpy().astype(float) if a.grad is not None else np.zeros(a.shape)
         for lr in spec.learnable:
             grads[lr.name] = getattr(layer, lr.name).grad.numpy().astype(float)
         return values, grads

@@ -22,6 +22,7 @@ class Backend:
     # scalars that float32 cannot hold exactly must become tensors of the computation dtype
     wrap_scalars: bool = False
     scalar: str = "{value}"          # how a wrapped scalar is written
+    where_scalars: bool = True       # where(c, x, 1.0) accepts a Python number (else full_like)
     template: str = "module.py.j2"
 
     def op(self, key: str, **operands) -> str:

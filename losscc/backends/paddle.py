@@ -5,6 +5,7 @@ from . import Backend, _freeze
 BACKEND = Backend(
     name="paddle",
     imports=("import paddle", "import paddle.nn.functional as F", "from paddle import nn"),
+    where_scalars=False,  # paddle.where rejects int scalars and warns on float ones
     ops=_freeze({
         "exp": "paddle.exp({x})",
         "log": "paddle.log({x})",
@@ -34,10 +35,12 @@ BACKEND = Backend(
         "log_softmax": "{x} - paddle.logsumexp({x}, axis={axis}, keepdim=True)",
         "take_along_axis": "paddle.take_along_axis({x}, {index}, axis={axis})",
         "lookup": "paddle.take({x}, {index})",
+        "broadcast_to": "paddle.broadcast_to({x}, {shape})",
         "stop_gradient": "{x}.detach()",
         "cast": "paddle.cast({x}, {dtype})",
         "reshape": "paddle.reshape({x}, {shape})",
         "zeros_like": "paddle.zeros_like({x})",
+        "full_like": "paddle.full_like({x}, {value})",
         "full": "paddle.full({shape}, {value}, dtype={dtype})",
         "arange": "paddle.arange({n})",
         "sum_all": "{x}.sum()",

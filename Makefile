@@ -1,0 +1,29 @@
+# One command each: `make verify` (set up, generate, verify) and `make test` (set up, run the tests).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup generate check verify test clean
+
+$(BIN)/losscc: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[frameworks,test]'
+	touch $@
+
+setup: $(BIN)/losscc
+
+generate: setup
+	$(BIN)/losscc generate
+
+check: setup
+	$(BIN)/losscc check
+
+verify: generate
+	$(BIN)/losscc verify
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) .pytest_cache

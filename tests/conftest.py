@@ -1,0 +1,20 @@
+"""Shared fixtures.  MindSpore must be imported before Paddle in one process (both
+ship libdnnl; the other order fails to load MindSpore's CPU kernels)."""
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("GLOG_minloglevel", "2")
+
+import mindspore  # noqa: E402,F401  (first, see above)
+import paddle  # noqa: E402,F401
+import pytest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    return ROOT
