@@ -80,7 +80,40 @@ def module_context(spec: Spec, backend: Backend) -> dict:
     call += [i.name for i in spec.inputs if i.optional]
     call += [f"{p.name}=self.{p.name}" for p in spec.params] + ["reduction=self.reduction"]
     return dict(init_params=init_params, check_params=check_params, check_args=check_params,
-                forward_params=forward, call_args=call)
+                forward_params=forward, call_args=call, arg_docs=arg_docs(spec))
+
+
+def arg_docs(spec: Spec) -> list[str]:
+    """One 'name: description' entry per argument, for the function's docstring."""
+    out = []
+    for i in spec.inputs:
+        text = f"{i.name}: {i.dtype} tensor of shape [{', '.join(i.shape)}]"
+        if i.domain.text != "real":
+            text += f", values in {i.domain.text}"
+        if i.optional:
+            text += f"; optional (None means {i.default} everywhere)"
+        if i.broadcast:
+            text += "; any shape that broadcasts" + (" (missing trailing axes added)" if i.broadcast == "left" else "")
+        if i.ignore:
+            text += f"; positions equal to `{i.ignore}` are ignored"
+        out.append(text + "." + (f" {i.doc}" if i.doc else ""))
+    for lr in spec.learnable:
+        out.append(f"{lr.name}: learnable float tensor of shape [{', '.join(map(str, lr.shape))}]."
+                   + (f" {lr.doc}" if lr.doc else ""))
+    for p in spec.params:
+        text = f"{p.name}: {p.kind}, default {p.default!r}"
+        if p.min is not None:
+            text += f", >= {p.min!r}"
+        if p.max is not None:
+            text += f", <= {p.max!r}"
+        out.append(text + "." + (f" {p.doc}" if p.doc else ""))
+    names = ", ".join(repr(r) for r in spec.reduction_names)
+    out.append(f"reduction: one of {names}; default {spec.default_reduction!r}.")
+    for r in spec.reductions:
+        if r.denominator is not None:
+            out.append(f"{r.name} = sum(loss) / sum({' '.join(r.denominator.text.split())})"
+                       + (f": {r.doc}." if r.doc else "."))
+    return out
 
 
 def compile_spec(spec: Spec, backend: Backend, prepared=None) -> str:

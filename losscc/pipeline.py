@@ -68,6 +68,10 @@ def prepare(spec: Spec) -> Prepared:
         if not new.is_Atom and new not in names:
             names[new] = name
     last_name = prog.bindings[-1][0]
+    if masks:
+        inner = loss.args[0].expr
+        if names.get(inner) == last_name:
+            names[inner] = "unmasked"
     names[loss] = last_name
     return Prepared(prog, loss, dens, names, tuple(masks), tuple(fired))
 
@@ -234,7 +238,7 @@ def _size_expr(axis: str, spec: Spec, prog: Program) -> str:
         var_before = any(a.startswith("*") for a in inp.shape[:j])
         if axis in prog.variadic:
             end = j - len(names) + 1
-            return f"{inp.name}.shape[{j}:{end if end else ''}]"
+            return f"tuple({inp.name}.shape[{j}:{end if end else ''}])"
         if var_before:
             return f"{inp.name}.shape[{j - len(names)}]"
         return f"{inp.name}.shape[{j}]"

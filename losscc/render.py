@@ -53,7 +53,17 @@ def environment(root: str = str(TEMPLATES)) -> jinja2.Environment:
     env.filters["indent_lines"] = indent
     env.filters["wrap"] = _wrap
     env.filters["pytuple"] = lambda seq: repr(tuple(seq))
+    env.filters["docwrap"] = _docwrap
     return env
+
+
+def _docwrap(text: str, indent: int, hang: int = 4) -> str:
+    """One docstring entry wrapped to the line length, continuation lines indented."""
+    import textwrap
+
+    pad = " " * indent
+    return "\n".join(textwrap.wrap(doc_escape(text), LINE_LENGTH, initial_indent=pad,
+                                    subsequent_indent=pad + " " * hang, break_on_hyphens=False))
 
 
 def _wrap(text: str, width: int = 88, prefix: str = "") -> str:
@@ -65,11 +75,20 @@ def _wrap(text: str, width: int = 88, prefix: str = "") -> str:
     return "\n".join(prefix + ln if ln else "" for ln in out)
 
 
-def normalise(text: str) -> str:
+LINE_LENGTH = 100
+
+
+def normalise(text: str, code: bool = True) -> str:
+    """LF endings, no trailing spaces, one final newline; code is formatted by black."""
     lines = [ln.rstrip() for ln in text.replace("\r\n", "\n").split("\n")]
     text = "\n".join(lines)
     text = re.sub(r"\n{4,}", "\n\n\n", text)
-    return text.strip("\n") + "\n"
+    text = text.strip("\n") + "\n"
+    if code:
+        import black
+
+        text = black.format_str(text, mode=black.Mode(line_length=LINE_LENGTH))
+    return text
 
 
 def render_module(low: Lowered, spec_display: str, formula_written: list[str], context: dict) -> str:

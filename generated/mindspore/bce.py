@@ -34,18 +34,19 @@ __all__ = ["bce", "Bce"]
 
 def _check(reduction):
     """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ('none', 'mean', 'sum'):
+    if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"bce: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}")
 
 
-def bce(input, target, weight=None, *, reduction='mean'):
+def bce(input, target, weight=None, *, reduction="mean"):
     """Binary cross-entropy on probabilities, as torch.nn.functional.binary_cross_entropy.
 
     Args:
         input: float tensor of shape [*S], values in [0, 1]. Probabilities.
         target: float tensor of shape [*S], values in [0, 1]. Targets.
-        weight: float tensor of shape [*S]; optional (None means 1.0 everywhere); any shape that broadcasts. Rescales each element.
-        reduction: one of "none", "mean", "sum"; default "mean".
+        weight: float tensor of shape [*S]; optional (None means 1.0 everywhere); any shape that
+            broadcasts. Rescales each element.
+        reduction: one of 'none', 'mean', 'sum'; default 'mean'.
 
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
@@ -61,7 +62,9 @@ def bce(input, target, weight=None, *, reduction='mean'):
     t_2 = ops.log(p)
     t_3 = -p
     t_4 = ops.log1p(t_3)
-    t_5 = target * ops.where(t_2 >= -100, t_2, -100) + (1 - target) * ops.where(t_4 >= -100, t_4, -100)
+    t_5 = target * ops.where(t_2 >= -100, t_2, -100) + (1 - target) * ops.where(
+        t_4 >= -100, t_4, -100
+    )
     loss = (input - p) * slope - weight * t_5
     if reduction == "none":
         return loss
@@ -77,9 +80,9 @@ class Bce(nn.LossBase):
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.
     """
 
-    def __init__(self, reduction='mean'):
-        super().__init__(reduction)
+    def __init__(self, reduction="mean"):
         _check(reduction)
+        super().__init__(reduction)
         self.reduction = reduction
 
     def construct(self, input, target, weight=None):

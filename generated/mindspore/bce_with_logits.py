@@ -26,25 +26,31 @@ __all__ = ["bce_with_logits", "BceWithLogits"]
 
 def _check(reduction):
     """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ('none', 'mean', 'sum'):
-        raise ValueError(f"bce_with_logits: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(
+            f"bce_with_logits: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+        )
 
 
 def _softplus(x):
     """log(1 + exp(x)) without overflow; exact gradient sigmoid(x), also at x = 0."""
     positive = x > 0
-    return ops.where(positive, x, ops.zeros_like(x)) + ops.log1p(ops.exp(ops.where(positive, -x, x)))
+    return ops.where(positive, x, ops.zeros_like(x)) + ops.log1p(
+        ops.exp(ops.where(positive, -x, x))
+    )
 
 
-def bce_with_logits(input, target, weight=None, pos_weight=None, *, reduction='mean'):
+def bce_with_logits(input, target, weight=None, pos_weight=None, *, reduction="mean"):
     """Binary cross-entropy on logits, as torch.nn.functional.binary_cross_entropy_with_logits.
 
     Args:
         input: float tensor of shape [*B, C]. Logits.
         target: float tensor of shape [*B, C], values in [0, 1]. Targets (probabilities).
-        weight: float tensor of shape [*B, C]; optional (None means 1.0 everywhere); any shape that broadcasts. Rescales each element.
-        pos_weight: float tensor of shape [C]; optional (None means 1.0 everywhere). Weight of the positive term, per class.
-        reduction: one of "none", "mean", "sum"; default "mean".
+        weight: float tensor of shape [*B, C]; optional (None means 1.0 everywhere); any shape that
+            broadcasts. Rescales each element.
+        pos_weight: float tensor of shape [C]; optional (None means 1.0 everywhere). Weight of the
+            positive term, per class.
+        reduction: one of 'none', 'mean', 'sum'; default 'mean'.
 
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
@@ -72,9 +78,9 @@ class BceWithLogits(nn.LossBase):
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.
     """
 
-    def __init__(self, reduction='mean'):
-        super().__init__(reduction)
+    def __init__(self, reduction="mean"):
         _check(reduction)
+        super().__init__(reduction)
         self.reduction = reduction
 
     def construct(self, input, target, weight=None, pos_weight=None):

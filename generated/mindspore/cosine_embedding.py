@@ -34,23 +34,26 @@ __all__ = ["cosine_embedding", "CosineEmbedding"]
 
 def _check(margin, reduction):
     """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ('none', 'mean', 'sum'):
-        raise ValueError(f"cosine_embedding: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(
+            f"cosine_embedding: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+        )
     if not margin >= -1:
         raise ValueError(f"cosine_embedding: margin must be >= -1; got {margin!r}")
     if not margin <= 1:
         raise ValueError(f"cosine_embedding: margin must be <= 1; got {margin!r}")
 
 
-def cosine_embedding(input1, input2, target, *, margin=0.0, reduction='mean'):
+def cosine_embedding(input1, input2, target, *, margin=0.0, reduction="mean"):
     """Cosine embedding loss, as torch.nn.functional.cosine_embedding_loss.
 
     Args:
         input1: float tensor of shape [N, D]. First embeddings.
         input2: float tensor of shape [N, D]. Second embeddings.
-        target: float tensor of shape [N], values in {-1, 1}. 1 for similar pairs, -1 for dissimilar.
+        target: float tensor of shape [N], values in {-1, 1}. 1 for similar pairs, -1 for
+            dissimilar.
         margin: float, default 0.0, >= -1, <= 1. Cosine below which dissimilar pairs cost nothing.
-        reduction: one of "none", "mean", "sum"; default "mean".
+        reduction: one of 'none', 'mean', 'sum'; default 'mean'.
 
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
@@ -61,8 +64,8 @@ def cosine_embedding(input1, input2, target, *, margin=0.0, reduction='mean'):
     margin = ms.Tensor(margin, dtype)
     target = ops.reshape(target, (N, 1))
     dot = ops.sum(input1 * input2, -1, keepdim=True)
-    total = ops.sum(input1 ** 2, -1, keepdim=True)
-    total_1 = ops.sum(input2 ** 2, -1, keepdim=True)
+    total = ops.sum(input1**2, -1, keepdim=True)
+    total_1 = ops.sum(input2**2, -1, keepdim=True)
     norms = ops.sqrt((9.999999960041972e-13 + total) * (9.999999960041972e-13 + total_1))
     cos = dot / norms
     t = cos - margin
@@ -81,11 +84,13 @@ class CosineEmbedding(nn.LossBase):
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.
     """
 
-    def __init__(self, margin=0.0, reduction='mean'):
-        super().__init__(reduction)
+    def __init__(self, margin=0.0, reduction="mean"):
         _check(margin, reduction)
+        super().__init__(reduction)
         self.margin = margin
         self.reduction = reduction
 
     def construct(self, input1, input2, target):
-        return cosine_embedding(input1, input2, target, margin=self.margin, reduction=self.reduction)
+        return cosine_embedding(
+            input1, input2, target, margin=self.margin, reduction=self.reduction
+        )

@@ -22,8 +22,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     total = sum(weight*logp, axis=C)
     picked = weight[target]
     picked_1 = logp[target]
-    loss = -label_smoothing*total/C - (1 - label_smoothing)*picked*picked_1
-    loss_1 = where(valid, loss, 0)
+    unmasked = -label_smoothing*total/C - (1 - label_smoothing)*picked*picked_1
+    loss = where(valid, unmasked, 0)
 """
 
 import mindspore as ms
@@ -34,25 +34,31 @@ __all__ = ["cross_entropy", "CrossEntropy"]
 
 def _check(ignore_index, label_smoothing, reduction):
     """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ('none', 'mean', 'sum'):
-        raise ValueError(f"cross_entropy: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(
+            f"cross_entropy: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+        )
     if not label_smoothing >= 0:
         raise ValueError(f"cross_entropy: label_smoothing must be >= 0; got {label_smoothing!r}")
     if not label_smoothing <= 1:
         raise ValueError(f"cross_entropy: label_smoothing must be <= 1; got {label_smoothing!r}")
 
 
-def cross_entropy(input, target, weight=None, *, ignore_index=-100, label_smoothing=0.0, reduction='mean'):
+def cross_entropy(
+    input, target, weight=None, *, ignore_index=-100, label_smoothing=0.0, reduction="mean"
+):
     """Cross-entropy of logits and class indices, as torch.nn.functional.cross_entropy.
 
     Args:
         input: float tensor of shape [N, C, *D]. Logits.
-        target: int tensor of shape [N, *D], values in [0, C); positions equal to `ignore_index` are ignored. Class indices.
-        weight: float tensor of shape [C]; optional (None means 1.0 everywhere). Weight of each class.
+        target: int tensor of shape [N, *D], values in [0, C); positions equal to `ignore_index` are
+            ignored. Class indices.
+        weight: float tensor of shape [C]; optional (None means 1.0 everywhere). Weight of each
+            class.
         ignore_index: int, default -100. Target value to ignore.
         label_smoothing: float, default 0.0, >= 0, <= 1. Mass spread uniformly over the classes.
-        reduction: one of "none", "mean", "sum"; default "mean".
-            mean = sum(loss) / sum(weight[target]): the weighted mean over positions not ignored.
+        reduction: one of 'none', 'mean', 'sum'; default 'mean'.
+        mean = sum(loss) / sum(weight[target]): the weighted mean over positions not ignored.
 
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
@@ -61,7 +67,7 @@ def cross_entropy(input, target, weight=None, *, ignore_index=-100, label_smooth
     dtype = input.dtype
     N = input.shape[0]
     C = input.shape[1]
-    D = input.shape[2:]
+    D = tuple(input.shape[2:])
     label_smoothing = ms.Tensor(label_smoothing, dtype)
     target = ops.reshape(target, (N, 1) + D)
     if weight is None:
@@ -74,13 +80,13 @@ def cross_entropy(input, target, weight=None, *, ignore_index=-100, label_smooth
     total = ops.sum(weight * logp, -(1 + len(D)), keepdim=True)
     picked = ops.gather(ops.reshape(weight, (-1,)), target, 0)
     picked_1 = ops.gather_elements(logp, -(1 + len(D)), target)
-    loss = -(label_smoothing * total / C) - (1 - label_smoothing) * picked * picked_1
-    loss_1 = ops.where(valid, loss, 0)
+    unmasked = -(label_smoothing * total / C) - (1 - label_smoothing) * picked * picked_1
+    loss = ops.where(valid, unmasked, 0)
     if reduction == "none":
-        return ops.reshape(loss_1, (N,) + D)
+        return ops.reshape(loss, (N,) + D)
     if reduction == "sum":
-        return loss_1.sum()
-    return loss_1.sum() / ops.where(valid, picked, 0).sum()
+        return loss.sum()
+    return loss.sum() / ops.where(valid, picked, 0).sum()
 
 
 class CrossEntropy(nn.LossBase):
@@ -90,12 +96,19 @@ class CrossEntropy(nn.LossBase):
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.
     """
 
-    def __init__(self, ignore_index=-100, label_smoothing=0.0, reduction='mean'):
-        super().__init__(reduction)
+    def __init__(self, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
         _check(ignore_index, label_smoothing, reduction)
+        super().__init__(reduction)
         self.ignore_index = ignore_index
         self.label_smoothing = label_smoothing
         self.reduction = reduction
 
     def construct(self, input, target, weight=None):
-        return cross_entropy(input, target, weight, ignore_index=self.ignore_index, label_smoothing=self.label_smoothing, reduction=self.reduction)
+        return cross_entropy(
+            input,
+            target,
+            weight,
+            ignore_index=self.ignore_index,
+            label_smoothing=self.label_smoothing,
+            reduction=self.reduction,
+        )

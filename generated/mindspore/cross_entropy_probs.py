@@ -29,23 +29,30 @@ __all__ = ["cross_entropy_probs", "CrossEntropyProbs"]
 
 def _check(label_smoothing, reduction):
     """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ('none', 'mean', 'sum'):
-        raise ValueError(f"cross_entropy_probs: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(
+            f"cross_entropy_probs: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+        )
     if not label_smoothing >= 0:
-        raise ValueError(f"cross_entropy_probs: label_smoothing must be >= 0; got {label_smoothing!r}")
+        raise ValueError(
+            f"cross_entropy_probs: label_smoothing must be >= 0; got {label_smoothing!r}"
+        )
     if not label_smoothing <= 1:
-        raise ValueError(f"cross_entropy_probs: label_smoothing must be <= 1; got {label_smoothing!r}")
+        raise ValueError(
+            f"cross_entropy_probs: label_smoothing must be <= 1; got {label_smoothing!r}"
+        )
 
 
-def cross_entropy_probs(input, target, weight=None, *, label_smoothing=0.0, reduction='mean'):
+def cross_entropy_probs(input, target, weight=None, *, label_smoothing=0.0, reduction="mean"):
     """Cross-entropy of logits and probability targets, as torch.nn.functional.cross_entropy.
 
     Args:
         input: float tensor of shape [N, C, *D]. Logits.
         target: float tensor of shape [N, C, *D], values in [0, 1]. Class probabilities.
-        weight: float tensor of shape [C]; optional (None means 1.0 everywhere). Weight of each class.
+        weight: float tensor of shape [C]; optional (None means 1.0 everywhere). Weight of each
+            class.
         label_smoothing: float, default 0.0, >= 0, <= 1. Mass spread uniformly over the classes.
-        reduction: one of "none", "mean", "sum"; default "mean".
+        reduction: one of 'none', 'mean', 'sum'; default 'mean'.
 
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
@@ -54,7 +61,7 @@ def cross_entropy_probs(input, target, weight=None, *, label_smoothing=0.0, redu
     dtype = input.dtype
     N = input.shape[0]
     C = input.shape[1]
-    D = input.shape[2:]
+    D = tuple(input.shape[2:])
     label_smoothing = ms.Tensor(label_smoothing, dtype)
     if weight is None:
         weight = ops.full((C, *((1,) * len(D))), 1.0, dtype=dtype)
@@ -78,11 +85,13 @@ class CrossEntropyProbs(nn.LossBase):
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.
     """
 
-    def __init__(self, label_smoothing=0.0, reduction='mean'):
-        super().__init__(reduction)
+    def __init__(self, label_smoothing=0.0, reduction="mean"):
         _check(label_smoothing, reduction)
+        super().__init__(reduction)
         self.label_smoothing = label_smoothing
         self.reduction = reduction
 
     def construct(self, input, target, weight=None):
-        return cross_entropy_probs(input, target, weight, label_smoothing=self.label_smoothing, reduction=self.reduction)
+        return cross_entropy_probs(
+            input, target, weight, label_smoothing=self.label_smoothing, reduction=self.reduction
+        )

@@ -32,15 +32,17 @@ __all__ = ["focal", "Focal"]
 
 def _check(alpha, gamma, reduction):
     """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ('none', 'mean', 'sum'):
-        raise ValueError(f"focal: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(
+            f"focal: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+        )
     if not alpha >= 0:
         raise ValueError(f"focal: alpha must be >= 0; got {alpha!r}")
     if not gamma >= 0:
         raise ValueError(f"focal: gamma must be >= 0; got {gamma!r}")
 
 
-def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction='mean'):
+def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
     """Multi-class focal loss (Lin et al., 2017) for class imbalance.
 
     Args:
@@ -48,7 +50,7 @@ def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction='mean'):
         label: int tensor of shape [N], values in [0, C). True class of each row.
         alpha: float, default 0.25, >= 0. Weight of every term.
         gamma: float, default 2.0, >= 0. Focusing parameter; 0 gives alpha times cross-entropy.
-        reduction: one of "none", "mean", "sum"; default "mean".
+        reduction: one of 'none', 'mean', 'sum'; default 'mean'.
 
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
@@ -64,7 +66,7 @@ def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction='mean'):
     t = -ops.expm1(picked)
     frozen = ops.stop_gradient(t)
     t_1 = t > 0
-    t_2 = alpha * picked * ops.where(t_1, ops.where(t_1, t, 1) ** gamma, frozen ** gamma)
+    t_2 = alpha * picked * ops.where(t_1, ops.where(t_1, t, 1) ** gamma, frozen**gamma)
     loss = -t_2
     if reduction == "none":
         return ops.reshape(loss, (N,))
@@ -80,9 +82,9 @@ class Focal(nn.LossBase):
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.
     """
 
-    def __init__(self, alpha=0.25, gamma=2.0, reduction='mean'):
-        super().__init__(reduction)
+    def __init__(self, alpha=0.25, gamma=2.0, reduction="mean"):
         _check(alpha, gamma, reduction)
+        super().__init__(reduction)
         self.alpha = alpha
         self.gamma = gamma
         self.reduction = reduction

@@ -28,22 +28,25 @@ __all__ = ["gaussian_nll", "GaussianNll"]
 
 def _check(full, eps, reduction):
     """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ('none', 'mean', 'sum'):
-        raise ValueError(f"gaussian_nll: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(
+            f"gaussian_nll: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+        )
     if not eps >= 0:
         raise ValueError(f"gaussian_nll: eps must be >= 0; got {eps!r}")
 
 
-def gaussian_nll(input, target, var, *, full=False, eps=1e-06, reduction='mean'):
+def gaussian_nll(input, target, var, *, full=False, eps=1e-06, reduction="mean"):
     """Gaussian negative log-likelihood, as torch.nn.functional.gaussian_nll_loss.
 
     Args:
         input: float tensor of shape [*S]. Predicted means.
         target: float tensor of shape [*S]. Observations.
-        var: float tensor of shape [*S], values in [0, inf); any shape that broadcasts. Predicted variances.
+        var: float tensor of shape [*S], values in [0, inf); any shape that broadcasts (missing
+            trailing axes added). Predicted variances.
         full: bool, default False. Include the constant term.
         eps: float, default 1e-06, >= 0. Lower clamp of var.
-        reduction: one of "none", "mean", "sum"; default "mean".
+        reduction: one of 'none', 'mean', 'sum'; default 'mean'.
 
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
@@ -54,7 +57,11 @@ def gaussian_nll(input, target, var, *, full=False, eps=1e-06, reduction='mean')
     var = ops.reshape(var, tuple(var.shape) + (1,) * (input.ndim - var.ndim))
     frozen = ops.stop_gradient((ops.where(var >= eps, var, eps) - var))
     v = var + frozen
-    loss = 0.5 * ops.log(v) + 0.5 * (input - target) ** 2 / v + (ms.Tensor(0.9189385332046728, dtype) if full else 0)
+    loss = (
+        0.5 * ops.log(v)
+        + 0.5 * (input - target) ** 2 / v
+        + (ms.Tensor(0.9189385332046728, dtype) if full else 0)
+    )
     if reduction == "none":
         return loss
     if reduction == "sum":
@@ -69,12 +76,14 @@ class GaussianNll(nn.LossBase):
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.
     """
 
-    def __init__(self, full=False, eps=1e-06, reduction='mean'):
-        super().__init__(reduction)
+    def __init__(self, full=False, eps=1e-06, reduction="mean"):
         _check(full, eps, reduction)
+        super().__init__(reduction)
         self.full = full
         self.eps = eps
         self.reduction = reduction
 
     def construct(self, input, target, var):
-        return gaussian_nll(input, target, var, full=self.full, eps=self.eps, reduction=self.reduction)
+        return gaussian_nll(
+            input, target, var, full=self.full, eps=self.eps, reduction=self.reduction
+        )

@@ -27,21 +27,24 @@ __all__ = ["huber", "Huber"]
 
 def _check(delta, reduction):
     """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ('none', 'mean', 'sum'):
-        raise ValueError(f"huber: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(
+            f"huber: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+        )
     if not delta >= 0:
         raise ValueError(f"huber: delta must be >= 0; got {delta!r}")
 
 
-def huber(input, target, weight=None, *, delta=1.0, reduction='mean'):
+def huber(input, target, weight=None, *, delta=1.0, reduction="mean"):
     """Huber loss, quadratic near zero and linear beyond delta.
 
     Args:
         input: float tensor of shape [*S]. Predictions.
         target: float tensor of shape [*S]. Targets, same shape as input.
-        weight: float tensor of shape [*S]; optional (None means 1.0 everywhere); any shape that broadcasts. Per-element weights.
+        weight: float tensor of shape [*S]; optional (None means 1.0 everywhere); any shape that
+            broadcasts. Per-element weights.
         delta: float, default 1.0, >= 0. Where the quadratic part turns linear.
-        reduction: one of "none", "mean", "sum"; default "mean".
+        reduction: one of 'none', 'mean', 'sum'; default 'mean'.
 
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
@@ -52,7 +55,7 @@ def huber(input, target, weight=None, *, delta=1.0, reduction='mean'):
     if weight is None:
         weight = ops.full((), 1.0, dtype=dtype)
     d = ops.abs(input - target)
-    loss = weight * ops.where(d < delta, 0.5 * d ** 2, delta * (d - 0.5 * delta))
+    loss = weight * ops.where(d < delta, 0.5 * d**2, delta * (d - 0.5 * delta))
     if reduction == "none":
         return loss
     if reduction == "sum":
@@ -67,9 +70,9 @@ class Huber(nn.LossBase):
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.
     """
 
-    def __init__(self, delta=1.0, reduction='mean'):
-        super().__init__(reduction)
+    def __init__(self, delta=1.0, reduction="mean"):
         _check(delta, reduction)
+        super().__init__(reduction)
         self.delta = delta
         self.reduction = reduction
 

@@ -24,11 +24,13 @@ __all__ = ["margin_ranking", "MarginRanking"]
 
 def _check(margin, reduction):
     """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ('none', 'mean', 'sum'):
-        raise ValueError(f"margin_ranking: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(
+            f"margin_ranking: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+        )
 
 
-def margin_ranking(input1, input2, target, *, margin=0.0, reduction='mean'):
+def margin_ranking(input1, input2, target, *, margin=0.0, reduction="mean"):
     """Margin ranking loss, as torch.nn.functional.margin_ranking_loss.
 
     Args:
@@ -36,7 +38,7 @@ def margin_ranking(input1, input2, target, *, margin=0.0, reduction='mean'):
         input2: float tensor of shape [*S]. Scores of the second items.
         target: float tensor of shape [*S], values in {-1, 1}. 1 if input1 should rank higher.
         margin: float, default 0.0. Required separation.
-        reduction: one of "none", "mean", "sum"; default "mean".
+        reduction: one of 'none', 'mean', 'sum'; default 'mean'.
 
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
@@ -60,9 +62,9 @@ class MarginRanking(nn.LossBase):
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.
     """
 
-    def __init__(self, margin=0.0, reduction='mean'):
-        super().__init__(reduction)
+    def __init__(self, margin=0.0, reduction="mean"):
         _check(margin, reduction)
+        super().__init__(reduction)
         self.margin = margin
         self.reduction = reduction
 

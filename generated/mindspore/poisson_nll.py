@@ -31,13 +31,15 @@ __all__ = ["poisson_nll", "PoissonNll"]
 
 def _check(log_input, full, eps, reduction):
     """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ('none', 'mean', 'sum'):
-        raise ValueError(f"poisson_nll: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(
+            f"poisson_nll: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+        )
     if not eps >= 0:
         raise ValueError(f"poisson_nll: eps must be >= 0; got {eps!r}")
 
 
-def poisson_nll(input, target, *, log_input=True, full=False, eps=1e-08, reduction='mean'):
+def poisson_nll(input, target, *, log_input=True, full=False, eps=1e-08, reduction="mean"):
     """Poisson negative log-likelihood, as torch.nn.functional.poisson_nll_loss.
 
     Args:
@@ -46,7 +48,7 @@ def poisson_nll(input, target, *, log_input=True, full=False, eps=1e-08, reducti
         log_input: bool, default True. input is the log of the rate.
         full: bool, default False. Add the Stirling approximation term.
         eps: float, default 1e-08, >= 0. Added to the rate before its log when log_input is false.
-        reduction: one of "none", "mean", "sum"; default "mean".
+        reduction: one of 'none', 'mean', 'sum'; default 'mean'.
 
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
@@ -73,13 +75,20 @@ class PoissonNll(nn.LossBase):
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.
     """
 
-    def __init__(self, log_input=True, full=False, eps=1e-08, reduction='mean'):
-        super().__init__(reduction)
+    def __init__(self, log_input=True, full=False, eps=1e-08, reduction="mean"):
         _check(log_input, full, eps, reduction)
+        super().__init__(reduction)
         self.log_input = log_input
         self.full = full
         self.eps = eps
         self.reduction = reduction
 
     def construct(self, input, target):
-        return poisson_nll(input, target, log_input=self.log_input, full=self.full, eps=self.eps, reduction=self.reduction)
+        return poisson_nll(
+            input,
+            target,
+            log_input=self.log_input,
+            full=self.full,
+            eps=self.eps,
+            reduction=self.reduction,
+        )

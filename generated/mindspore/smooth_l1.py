@@ -27,20 +27,22 @@ __all__ = ["smooth_l1", "SmoothL1"]
 
 def _check(beta, reduction):
     """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ('none', 'mean', 'sum'):
-        raise ValueError(f"smooth_l1: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(
+            f"smooth_l1: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+        )
     if not beta >= 0:
         raise ValueError(f"smooth_l1: beta must be >= 0; got {beta!r}")
 
 
-def smooth_l1(input, target, *, beta=1.0, reduction='mean'):
+def smooth_l1(input, target, *, beta=1.0, reduction="mean"):
     """Smooth L1 loss, as torch.nn.functional.smooth_l1_loss.
 
     Args:
         input: float tensor of shape [*S]. Predictions.
         target: float tensor of shape [*S]. Targets.
         beta: float, default 1.0, >= 0. Width of the quadratic zone.
-        reduction: one of "none", "mean", "sum"; default "mean".
+        reduction: one of 'none', 'mean', 'sum'; default 'mean'.
 
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
@@ -50,7 +52,7 @@ def smooth_l1(input, target, *, beta=1.0, reduction='mean'):
     beta = ms.Tensor(beta, dtype)
     d = ops.abs(input - target)
     t = d < beta
-    loss = ops.where(t, 0.5 * d ** 2 / ops.where(t, beta, 1), d - 0.5 * beta)
+    loss = ops.where(t, 0.5 * d**2 / ops.where(t, beta, 1), d - 0.5 * beta)
     if reduction == "none":
         return loss
     if reduction == "sum":
@@ -65,9 +67,9 @@ class SmoothL1(nn.LossBase):
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.
     """
 
-    def __init__(self, beta=1.0, reduction='mean'):
-        super().__init__(reduction)
+    def __init__(self, beta=1.0, reduction="mean"):
         _check(beta, reduction)
+        super().__init__(reduction)
         self.beta = beta
         self.reduction = reduction
 

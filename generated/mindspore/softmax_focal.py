@@ -32,21 +32,24 @@ __all__ = ["softmax_focal", "SoftmaxFocal"]
 
 def _check(gamma, reduction):
     """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ('none', 'mean', 'sum'):
-        raise ValueError(f"softmax_focal: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(
+            f"softmax_focal: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+        )
     if not gamma >= 0:
         raise ValueError(f"softmax_focal: gamma must be >= 0; got {gamma!r}")
 
 
-def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction='mean'):
+def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
     """Softmax focal loss with per-class alpha (Lin et al., 2017).
 
     Args:
         input: float tensor of shape [N, C]. Logits.
         target: int tensor of shape [N], values in [0, C). Class indices.
-        alpha: float tensor of shape [C]; optional (None means 0.25 everywhere). Weight of each class.
+        alpha: float tensor of shape [C]; optional (None means 0.25 everywhere). Weight of each
+            class.
         gamma: float, default 2.0, >= 0. Focusing parameter.
-        reduction: one of "none", "mean", "sum"; default "mean".
+        reduction: one of 'none', 'mean', 'sum'; default 'mean'.
 
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
@@ -65,7 +68,7 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction='mean'):
     t = -ops.expm1(picked_1)
     frozen = ops.stop_gradient(t)
     t_1 = t > 0
-    t_2 = picked * picked_1 * ops.where(t_1, ops.where(t_1, t, 1) ** gamma, frozen ** gamma)
+    t_2 = picked * picked_1 * ops.where(t_1, ops.where(t_1, t, 1) ** gamma, frozen**gamma)
     loss = -t_2
     if reduction == "none":
         return ops.reshape(loss, (N,))
@@ -81,9 +84,9 @@ class SoftmaxFocal(nn.LossBase):
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.
     """
 
-    def __init__(self, gamma=2.0, reduction='mean'):
-        super().__init__(reduction)
+    def __init__(self, gamma=2.0, reduction="mean"):
         _check(gamma, reduction)
+        super().__init__(reduction)
         self.gamma = gamma
         self.reduction = reduction
 

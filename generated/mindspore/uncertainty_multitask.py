@@ -32,17 +32,21 @@ __all__ = ["uncertainty_multitask", "UncertaintyMultitask"]
 
 def _check(reduction):
     """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ('none', 'mean', 'sum'):
-        raise ValueError(f"uncertainty_multitask: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(
+            f"uncertainty_multitask: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+        )
 
 
 def _softplus(x):
     """log(1 + exp(x)) without overflow; exact gradient sigmoid(x), also at x = 0."""
     positive = x > 0
-    return ops.where(positive, x, ops.zeros_like(x)) + ops.log1p(ops.exp(ops.where(positive, -x, x)))
+    return ops.where(positive, x, ops.zeros_like(x)) + ops.log1p(
+        ops.exp(ops.where(positive, -x, x))
+    )
 
 
-def uncertainty_multitask(logits1, labels1, logits2, labels2, log_vars, *, reduction='mean'):
+def uncertainty_multitask(logits1, labels1, logits2, labels2, log_vars, *, reduction="mean"):
     """Two binary tasks weighted by learnable log-variances (Kendall et al., 2018).
 
     Args:
@@ -51,7 +55,7 @@ def uncertainty_multitask(logits1, labels1, logits2, labels2, log_vars, *, reduc
         logits2: float tensor of shape [N]. Logits of task 2.
         labels2: float tensor of shape [N], values in [0, 1]. Targets of task 2.
         log_vars: learnable float tensor of shape [2]. Log-variances s_1, s_2 of the two tasks.
-        reduction: one of "none", "mean", "sum"; default "mean".
+        reduction: one of 'none', 'mean', 'sum'; default 'mean'.
 
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
@@ -79,13 +83,13 @@ class UncertaintyMultitask(nn.Cell):
     Learnable tensors are ``Parameter``s of ``dtype`` (float32 by default), cast to the inputs' dtype.
     """
 
-    def __init__(self, reduction='mean', dtype=ms.float32):
-        super().__init__()
+    def __init__(self, reduction="mean", dtype=ms.float32):
         _check(reduction)
+        super().__init__()
         self.reduction = reduction
-        self.log_vars = ms.Parameter(
-            ops.full((2,), 0.0, dtype=dtype), name="log_vars"
-        )
+        self.log_vars = ms.Parameter(ops.full((2,), 0.0, dtype=dtype), name="log_vars")
 
     def construct(self, logits1, labels1, logits2, labels2):
-        return uncertainty_multitask(logits1, labels1, logits2, labels2, self.log_vars, reduction=self.reduction)
+        return uncertainty_multitask(
+            logits1, labels1, logits2, labels2, self.log_vars, reduction=self.reduction
+        )

@@ -36,18 +36,19 @@ __all__ = ["bce", "Bce"]
 
 def _check(reduction):
     """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ('none', 'mean', 'sum'):
+    if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"bce: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}")
 
 
-def bce(input, target, weight=None, *, reduction='mean'):
+def bce(input, target, weight=None, *, reduction="mean"):
     """Binary cross-entropy on probabilities, as torch.nn.functional.binary_cross_entropy.
 
     Args:
         input: float tensor of shape [*S], values in [0, 1]. Probabilities.
         target: float tensor of shape [*S], values in [0, 1]. Targets.
-        weight: float tensor of shape [*S]; optional (None means 1.0 everywhere); any shape that broadcasts. Rescales each element.
-        reduction: one of "none", "mean", "sum"; default "mean".
+        weight: float tensor of shape [*S]; optional (None means 1.0 everywhere); any shape that
+            broadcasts. Rescales each element.
+        reduction: one of 'none', 'mean', 'sum'; default 'mean'.
 
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
@@ -80,9 +81,9 @@ class Bce(nn.Layer):
     works eagerly and under ``paddle.jit.to_static``.
     """
 
-    def __init__(self, reduction='mean'):
-        super().__init__()
+    def __init__(self, reduction="mean"):
         _check(reduction)
+        super().__init__()
         self.reduction = reduction
 
     def forward(self, input, target, weight=None):

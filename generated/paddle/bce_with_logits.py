@@ -27,8 +27,10 @@ __all__ = ["bce_with_logits", "BceWithLogits"]
 
 def _check(reduction):
     """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ('none', 'mean', 'sum'):
-        raise ValueError(f"bce_with_logits: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(
+            f"bce_with_logits: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+        )
 
 
 def _softplus(x):
@@ -39,15 +41,17 @@ def _softplus(x):
     )
 
 
-def bce_with_logits(input, target, weight=None, pos_weight=None, *, reduction='mean'):
+def bce_with_logits(input, target, weight=None, pos_weight=None, *, reduction="mean"):
     """Binary cross-entropy on logits, as torch.nn.functional.binary_cross_entropy_with_logits.
 
     Args:
         input: float tensor of shape [*B, C]. Logits.
         target: float tensor of shape [*B, C], values in [0, 1]. Targets (probabilities).
-        weight: float tensor of shape [*B, C]; optional (None means 1.0 everywhere); any shape that broadcasts. Rescales each element.
-        pos_weight: float tensor of shape [C]; optional (None means 1.0 everywhere). Weight of the positive term, per class.
-        reduction: one of "none", "mean", "sum"; default "mean".
+        weight: float tensor of shape [*B, C]; optional (None means 1.0 everywhere); any shape that
+            broadcasts. Rescales each element.
+        pos_weight: float tensor of shape [C]; optional (None means 1.0 everywhere). Weight of the
+            positive term, per class.
+        reduction: one of 'none', 'mean', 'sum'; default 'mean'.
 
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
@@ -75,9 +79,9 @@ class BceWithLogits(nn.Layer):
     works eagerly and under ``paddle.jit.to_static``.
     """
 
-    def __init__(self, reduction='mean'):
-        super().__init__()
+    def __init__(self, reduction="mean"):
         _check(reduction)
+        super().__init__()
         self.reduction = reduction
 
     def forward(self, input, target, weight=None, pos_weight=None):

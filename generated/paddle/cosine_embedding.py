@@ -35,33 +35,38 @@ __all__ = ["cosine_embedding", "CosineEmbedding"]
 
 def _check(margin, reduction):
     """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ('none', 'mean', 'sum'):
-        raise ValueError(f"cosine_embedding: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(
+            f"cosine_embedding: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+        )
     if not margin >= -1:
         raise ValueError(f"cosine_embedding: margin must be >= -1; got {margin!r}")
     if not margin <= 1:
         raise ValueError(f"cosine_embedding: margin must be <= 1; got {margin!r}")
 
 
-def cosine_embedding(input1, input2, target, *, margin=0.0, reduction='mean'):
+def cosine_embedding(input1, input2, target, *, margin=0.0, reduction="mean"):
     """Cosine embedding loss, as torch.nn.functional.cosine_embedding_loss.
 
     Args:
         input1: float tensor of shape [N, D]. First embeddings.
         input2: float tensor of shape [N, D]. Second embeddings.
-        target: float tensor of shape [N], values in {-1, 1}. 1 for similar pairs, -1 for dissimilar.
+        target: float tensor of shape [N], values in {-1, 1}. 1 for similar pairs, -1 for
+            dissimilar.
         margin: float, default 0.0, >= -1, <= 1. Cosine below which dissimilar pairs cost nothing.
-        reduction: one of "none", "mean", "sum"; default "mean".
+        reduction: one of 'none', 'mean', 'sum'; default 'mean'.
 
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(margin, reduction)
+    dtype = input1.dtype
     N = input1.shape[0]
+    margin = paddle.full([], margin, dtype=dtype)
     target = paddle.reshape(target, (N, 1))
     dot = paddle.sum(input1 * input2, axis=-1, keepdim=True)
-    total = paddle.sum(input1 ** 2, axis=-1, keepdim=True)
-    total_1 = paddle.sum(input2 ** 2, axis=-1, keepdim=True)
+    total = paddle.sum(input1**2, axis=-1, keepdim=True)
+    total_1 = paddle.sum(input2**2, axis=-1, keepdim=True)
     norms = paddle.sqrt((9.999999960041972e-13 + total) * (9.999999960041972e-13 + total_1))
     cos = dot / norms
     t = cos - margin
@@ -80,11 +85,13 @@ class CosineEmbedding(nn.Layer):
     works eagerly and under ``paddle.jit.to_static``.
     """
 
-    def __init__(self, margin=0.0, reduction='mean'):
-        super().__init__()
+    def __init__(self, margin=0.0, reduction="mean"):
         _check(margin, reduction)
+        super().__init__()
         self.margin = margin
         self.reduction = reduction
 
     def forward(self, input1, input2, target):
-        return cosine_embedding(input1, input2, target, margin=self.margin, reduction=self.reduction)
+        return cosine_embedding(
+            input1, input2, target, margin=self.margin, reduction=self.reduction
+        )

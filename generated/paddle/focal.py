@@ -33,15 +33,17 @@ __all__ = ["focal", "Focal"]
 
 def _check(alpha, gamma, reduction):
     """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ('none', 'mean', 'sum'):
-        raise ValueError(f"focal: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(
+            f"focal: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+        )
     if not alpha >= 0:
         raise ValueError(f"focal: alpha must be >= 0; got {alpha!r}")
     if not gamma >= 0:
         raise ValueError(f"focal: gamma must be >= 0; got {gamma!r}")
 
 
-def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction='mean'):
+def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
     """Multi-class focal loss (Lin et al., 2017) for class imbalance.
 
     Args:
@@ -49,20 +51,23 @@ def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction='mean'):
         label: int tensor of shape [N], values in [0, C). True class of each row.
         alpha: float, default 0.25, >= 0. Weight of every term.
         gamma: float, default 2.0, >= 0. Focusing parameter; 0 gives alpha times cross-entropy.
-        reduction: one of "none", "mean", "sum"; default "mean".
+        reduction: one of 'none', 'mean', 'sum'; default 'mean'.
 
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(alpha, gamma, reduction)
+    dtype = logits.dtype
     N = logits.shape[0]
+    alpha = paddle.full([], alpha, dtype=dtype)
+    gamma = paddle.full([], gamma, dtype=dtype)
     label = paddle.reshape(label, (N, 1))
     log_probs = logits - paddle.logsumexp(logits, axis=-1, keepdim=True)
     picked = paddle.take_along_axis(log_probs, label, axis=-1)
     t = -paddle.expm1(picked)
     frozen = t.detach()
     t_1 = t > 0
-    t_2 = paddle.where(t_1, paddle.where(t_1, t, paddle.full_like(t, 1)) ** gamma, frozen ** gamma)
+    t_2 = paddle.where(t_1, paddle.where(t_1, t, paddle.full_like(t, 1)) ** gamma, frozen**gamma)
     loss = -(alpha * picked * t_2)
     if reduction == "none":
         return paddle.reshape(loss, (N,))
@@ -78,9 +83,9 @@ class Focal(nn.Layer):
     works eagerly and under ``paddle.jit.to_static``.
     """
 
-    def __init__(self, alpha=0.25, gamma=2.0, reduction='mean'):
-        super().__init__()
+    def __init__(self, alpha=0.25, gamma=2.0, reduction="mean"):
         _check(alpha, gamma, reduction)
+        super().__init__()
         self.alpha = alpha
         self.gamma = gamma
         self.reduction = reduction

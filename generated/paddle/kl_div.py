@@ -30,19 +30,22 @@ __all__ = ["kl_div", "KlDiv"]
 
 def _check(log_target, reduction):
     """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ('none', 'mean', 'sum', 'batchmean'):
-        raise ValueError(f"kl_div: reduction must be one of 'none', 'mean', 'sum', 'batchmean'; got {reduction!r}")
+    if reduction not in ("none", "mean", "sum", "batchmean"):
+        raise ValueError(
+            f"kl_div: reduction must be one of 'none', 'mean', 'sum', 'batchmean'; got {reduction!r}"
+        )
 
 
-def kl_div(input, target, *, log_target=False, reduction='mean'):
+def kl_div(input, target, *, log_target=False, reduction="mean"):
     """Kullback-Leibler divergence, as torch.nn.functional.kl_div.
 
     Args:
         input: float tensor of shape [N, *D]. Log-probabilities.
-        target: float tensor of shape [N, *D], values in [0, inf). Probabilities (log-probabilities with log_target).
+        target: float tensor of shape [N, *D], values in [0, inf). Probabilities (log-probabilities
+            with log_target).
         log_target: bool, default False. target holds log-probabilities.
-        reduction: one of "none", "mean", "sum", "batchmean"; default "mean".
-            batchmean = sum(loss) / sum(N): the sum divided by the batch size.
+        reduction: one of 'none', 'mean', 'sum', 'batchmean'; default 'mean'.
+        batchmean = sum(loss) / sum(N): the sum divided by the batch size.
 
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
@@ -69,9 +72,9 @@ class KlDiv(nn.Layer):
     works eagerly and under ``paddle.jit.to_static``.
     """
 
-    def __init__(self, log_target=False, reduction='mean'):
-        super().__init__()
+    def __init__(self, log_target=False, reduction="mean"):
         _check(log_target, reduction)
+        super().__init__()
         self.log_target = log_target
         self.reduction = reduction
 

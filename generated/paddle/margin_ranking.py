@@ -25,11 +25,13 @@ __all__ = ["margin_ranking", "MarginRanking"]
 
 def _check(margin, reduction):
     """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ('none', 'mean', 'sum'):
-        raise ValueError(f"margin_ranking: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(
+            f"margin_ranking: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+        )
 
 
-def margin_ranking(input1, input2, target, *, margin=0.0, reduction='mean'):
+def margin_ranking(input1, input2, target, *, margin=0.0, reduction="mean"):
     """Margin ranking loss, as torch.nn.functional.margin_ranking_loss.
 
     Args:
@@ -37,12 +39,14 @@ def margin_ranking(input1, input2, target, *, margin=0.0, reduction='mean'):
         input2: float tensor of shape [*S]. Scores of the second items.
         target: float tensor of shape [*S], values in {-1, 1}. 1 if input1 should rank higher.
         margin: float, default 0.0. Required separation.
-        reduction: one of "none", "mean", "sum"; default "mean".
+        reduction: one of 'none', 'mean', 'sum'; default 'mean'.
 
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(margin, reduction)
+    dtype = input1.dtype
+    margin = paddle.full([], margin, dtype=dtype)
     t = margin - target * (input1 - input2)
     loss = paddle.where(t >= 0, t, paddle.full_like(t, 0))
     if reduction == "none":
@@ -59,9 +63,9 @@ class MarginRanking(nn.Layer):
     works eagerly and under ``paddle.jit.to_static``.
     """
 
-    def __init__(self, margin=0.0, reduction='mean'):
-        super().__init__()
+    def __init__(self, margin=0.0, reduction="mean"):
         _check(margin, reduction)
+        super().__init__()
         self.margin = margin
         self.reduction = reduction
 

@@ -25,19 +25,20 @@ __all__ = ["mse", "Mse"]
 
 def _check(reduction):
     """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ('none', 'mean', 'sum'):
+    if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"mse: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}")
 
 
-def mse(input, target, weight=None, *, reduction='mean'):
+def mse(input, target, weight=None, *, reduction="mean"):
     """Mean squared error, as torch.nn.functional.mse_loss.
 
     Args:
         input: float tensor of shape [*S]. Predictions.
         target: float tensor of shape [*S]. Targets.
-        weight: float tensor of shape [*S]; optional (None means 1.0 everywhere); any shape that broadcasts. Per-element weights.
-        reduction: one of "none", "mean", "sum"; default "mean".
-            mean = sum(loss) / sum(weight): the weighted mean; the plain mean without a weight.
+        weight: float tensor of shape [*S]; optional (None means 1.0 everywhere); any shape that
+            broadcasts. Per-element weights.
+        reduction: one of 'none', 'mean', 'sum'; default 'mean'.
+        mean = sum(loss) / sum(weight): the weighted mean; the plain mean without a weight.
 
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
@@ -61,9 +62,9 @@ class Mse(nn.Layer):
     works eagerly and under ``paddle.jit.to_static``.
     """
 
-    def __init__(self, reduction='mean'):
-        super().__init__()
+    def __init__(self, reduction="mean"):
         _check(reduction)
+        super().__init__()
         self.reduction = reduction
 
     def forward(self, input, target, weight=None):

@@ -16,8 +16,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
     picked = input[target]
     picked_1 = weight[target]
-    loss = -picked*picked_1
-    loss_1 = where(valid, loss, 0)
+    unmasked = -picked*picked_1
+    loss = where(valid, unmasked, 0)
 """
 
 import paddle
@@ -29,20 +29,22 @@ __all__ = ["nll", "Nll"]
 
 def _check(ignore_index, reduction):
     """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ('none', 'mean', 'sum'):
+    if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"nll: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}")
 
 
-def nll(input, target, weight=None, *, ignore_index=-100, reduction='mean'):
+def nll(input, target, weight=None, *, ignore_index=-100, reduction="mean"):
     """Negative log-likelihood of log-probabilities, as torch.nn.functional.nll_loss.
 
     Args:
         input: float tensor of shape [N, C, *D]. Log-probabilities.
-        target: int tensor of shape [N, *D], values in [0, C); positions equal to `ignore_index` are ignored. Class indices.
-        weight: float tensor of shape [C]; optional (None means 1.0 everywhere). Weight of each class.
+        target: int tensor of shape [N, *D], values in [0, C); positions equal to `ignore_index` are
+            ignored. Class indices.
+        weight: float tensor of shape [C]; optional (None means 1.0 everywhere). Weight of each
+            class.
         ignore_index: int, default -100. Target value to ignore.
-        reduction: one of "none", "mean", "sum"; default "mean".
-            mean = sum(loss) / sum(weight[target]): the weighted mean over positions not ignored.
+        reduction: one of 'none', 'mean', 'sum'; default 'mean'.
+        mean = sum(loss) / sum(weight[target]): the weighted mean over positions not ignored.
 
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
@@ -51,7 +53,7 @@ def nll(input, target, weight=None, *, ignore_index=-100, reduction='mean'):
     dtype = input.dtype
     N = input.shape[0]
     C = input.shape[1]
-    D = input.shape[2:]
+    D = tuple(input.shape[2:])
     target = paddle.reshape(target, (N, 1) + D)
     if weight is None:
         weight = paddle.full((C, *((1,) * len(D))), 1.0, dtype=dtype)
@@ -61,13 +63,13 @@ def nll(input, target, weight=None, *, ignore_index=-100, reduction='mean'):
     target = paddle.where(valid, target, paddle.zeros_like(target))
     picked = paddle.take_along_axis(input, target, axis=-(1 + len(D)))
     picked_1 = paddle.take(weight, target)
-    loss = -(picked * picked_1)
-    loss_1 = paddle.where(valid, loss, paddle.full_like(loss, 0))
+    unmasked = -(picked * picked_1)
+    loss = paddle.where(valid, unmasked, paddle.full_like(unmasked, 0))
     if reduction == "none":
-        return paddle.reshape(loss_1, (N,) + D)
+        return paddle.reshape(loss, (N,) + D)
     if reduction == "sum":
-        return loss_1.sum()
-    return loss_1.sum() / paddle.where(valid, picked_1, paddle.full_like(picked_1, 0)).sum()
+        return loss.sum()
+    return loss.sum() / paddle.where(valid, picked_1, paddle.full_like(picked_1, 0)).sum()
 
 
 class Nll(nn.Layer):
@@ -77,9 +79,9 @@ class Nll(nn.Layer):
     works eagerly and under ``paddle.jit.to_static``.
     """
 
-    def __init__(self, ignore_index=-100, reduction='mean'):
-        super().__init__()
+    def __init__(self, ignore_index=-100, reduction="mean"):
         _check(ignore_index, reduction)
+        super().__init__()
         self.ignore_index = ignore_index
         self.reduction = reduction
 

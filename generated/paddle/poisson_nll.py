@@ -33,13 +33,15 @@ __all__ = ["poisson_nll", "PoissonNll"]
 
 def _check(log_input, full, eps, reduction):
     """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ('none', 'mean', 'sum'):
-        raise ValueError(f"poisson_nll: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(
+            f"poisson_nll: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+        )
     if not eps >= 0:
         raise ValueError(f"poisson_nll: eps must be >= 0; got {eps!r}")
 
 
-def poisson_nll(input, target, *, log_input=True, full=False, eps=1e-08, reduction='mean'):
+def poisson_nll(input, target, *, log_input=True, full=False, eps=1e-08, reduction="mean"):
     """Poisson negative log-likelihood, as torch.nn.functional.poisson_nll_loss.
 
     Args:
@@ -48,15 +50,21 @@ def poisson_nll(input, target, *, log_input=True, full=False, eps=1e-08, reducti
         log_input: bool, default True. input is the log of the rate.
         full: bool, default False. Add the Stirling approximation term.
         eps: float, default 1e-08, >= 0. Added to the rate before its log when log_input is false.
-        reduction: one of "none", "mean", "sum"; default "mean".
+        reduction: one of 'none', 'mean', 'sum'; default 'mean'.
 
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(log_input, full, eps, reduction)
-    nll = paddle.exp(input) - input * target if log_input else input - target * paddle.log(eps + input)
+    dtype = input.dtype
+    eps = paddle.full([], eps, dtype=dtype)
+    nll = (
+        paddle.exp(input) - input * target
+        if log_input
+        else input - target * paddle.log(eps + input)
+    )
     t = target > 1
-    t_1 = 2 * 3.141592653589793 * target
+    t_1 = 2 * paddle.full([], 3.141592653589793, dtype=dtype) * target
     t_2 = target * paddle.log(paddle.where(t, target, paddle.full_like(target, 1)))
     t_3 = 0.5 * paddle.log(paddle.where(t, t_1, paddle.full_like(t_1, 1))) + t_2 - target
     stirling = paddle.where(t, t_3, paddle.full_like(t_3, 0))
@@ -75,13 +83,20 @@ class PoissonNll(nn.Layer):
     works eagerly and under ``paddle.jit.to_static``.
     """
 
-    def __init__(self, log_input=True, full=False, eps=1e-08, reduction='mean'):
-        super().__init__()
+    def __init__(self, log_input=True, full=False, eps=1e-08, reduction="mean"):
         _check(log_input, full, eps, reduction)
+        super().__init__()
         self.log_input = log_input
         self.full = full
         self.eps = eps
         self.reduction = reduction
 
     def forward(self, input, target):
-        return poisson_nll(input, target, log_input=self.log_input, full=self.full, eps=self.eps, reduction=self.reduction)
+        return poisson_nll(
+            input,
+            target,
+            log_input=self.log_input,
+            full=self.full,
+            eps=self.eps,
+            reduction=self.reduction,
+        )

@@ -28,30 +28,34 @@ __all__ = ["smooth_l1", "SmoothL1"]
 
 def _check(beta, reduction):
     """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ('none', 'mean', 'sum'):
-        raise ValueError(f"smooth_l1: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(
+            f"smooth_l1: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+        )
     if not beta >= 0:
         raise ValueError(f"smooth_l1: beta must be >= 0; got {beta!r}")
 
 
-def smooth_l1(input, target, *, beta=1.0, reduction='mean'):
+def smooth_l1(input, target, *, beta=1.0, reduction="mean"):
     """Smooth L1 loss, as torch.nn.functional.smooth_l1_loss.
 
     Args:
         input: float tensor of shape [*S]. Predictions.
         target: float tensor of shape [*S]. Targets.
         beta: float, default 1.0, >= 0. Width of the quadratic zone.
-        reduction: one of "none", "mean", "sum"; default "mean".
+        reduction: one of 'none', 'mean', 'sum'; default 'mean'.
 
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(beta, reduction)
     dtype = input.dtype
+    beta = paddle.full([], beta, dtype=dtype)
     d = paddle.abs(input - target)
     t = d < beta
-    t_1 = paddle.full(t.shape, beta, dtype=dtype)
-    loss = paddle.where(t, 0.5 * d ** 2 / paddle.where(t, t_1, paddle.full_like(t_1, 1)), d - 0.5 * beta)
+    loss = paddle.where(
+        t, 0.5 * d**2 / paddle.where(t, beta, paddle.full_like(beta, 1)), d - 0.5 * beta
+    )
     if reduction == "none":
         return loss
     if reduction == "sum":
@@ -66,9 +70,9 @@ class SmoothL1(nn.Layer):
     works eagerly and under ``paddle.jit.to_static``.
     """
 
-    def __init__(self, beta=1.0, reduction='mean'):
-        super().__init__()
+    def __init__(self, beta=1.0, reduction="mean"):
         _check(beta, reduction)
+        super().__init__()
         self.beta = beta
         self.reduction = reduction
 

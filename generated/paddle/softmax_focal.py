@@ -33,21 +33,24 @@ __all__ = ["softmax_focal", "SoftmaxFocal"]
 
 def _check(gamma, reduction):
     """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ('none', 'mean', 'sum'):
-        raise ValueError(f"softmax_focal: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(
+            f"softmax_focal: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+        )
     if not gamma >= 0:
         raise ValueError(f"softmax_focal: gamma must be >= 0; got {gamma!r}")
 
 
-def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction='mean'):
+def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
     """Softmax focal loss with per-class alpha (Lin et al., 2017).
 
     Args:
         input: float tensor of shape [N, C]. Logits.
         target: int tensor of shape [N], values in [0, C). Class indices.
-        alpha: float tensor of shape [C]; optional (None means 0.25 everywhere). Weight of each class.
+        alpha: float tensor of shape [C]; optional (None means 0.25 everywhere). Weight of each
+            class.
         gamma: float, default 2.0, >= 0. Focusing parameter.
-        reduction: one of "none", "mean", "sum"; default "mean".
+        reduction: one of 'none', 'mean', 'sum'; default 'mean'.
 
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
@@ -56,6 +59,7 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction='mean'):
     dtype = input.dtype
     N = input.shape[0]
     C = input.shape[1]
+    gamma = paddle.full([], gamma, dtype=dtype)
     target = paddle.reshape(target, (N, 1))
     if alpha is None:
         alpha = paddle.full((C,), 0.25, dtype=dtype)
@@ -65,7 +69,7 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction='mean'):
     t = -paddle.expm1(picked_1)
     frozen = t.detach()
     t_1 = t > 0
-    t_2 = paddle.where(t_1, paddle.where(t_1, t, paddle.full_like(t, 1)) ** gamma, frozen ** gamma)
+    t_2 = paddle.where(t_1, paddle.where(t_1, t, paddle.full_like(t, 1)) ** gamma, frozen**gamma)
     loss = -(picked * picked_1 * t_2)
     if reduction == "none":
         return paddle.reshape(loss, (N,))
@@ -81,9 +85,9 @@ class SoftmaxFocal(nn.Layer):
     works eagerly and under ``paddle.jit.to_static``.
     """
 
-    def __init__(self, gamma=2.0, reduction='mean'):
-        super().__init__()
+    def __init__(self, gamma=2.0, reduction="mean"):
         _check(gamma, reduction)
+        super().__init__()
         self.gamma = gamma
         self.reduction = reduction
 

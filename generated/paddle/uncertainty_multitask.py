@@ -33,8 +33,10 @@ __all__ = ["uncertainty_multitask", "UncertaintyMultitask"]
 
 def _check(reduction):
     """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ('none', 'mean', 'sum'):
-        raise ValueError(f"uncertainty_multitask: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(
+            f"uncertainty_multitask: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+        )
 
 
 def _softplus(x):
@@ -45,7 +47,7 @@ def _softplus(x):
     )
 
 
-def uncertainty_multitask(logits1, labels1, logits2, labels2, log_vars, *, reduction='mean'):
+def uncertainty_multitask(logits1, labels1, logits2, labels2, log_vars, *, reduction="mean"):
     """Two binary tasks weighted by learnable log-variances (Kendall et al., 2018).
 
     Args:
@@ -54,7 +56,7 @@ def uncertainty_multitask(logits1, labels1, logits2, labels2, log_vars, *, reduc
         logits2: float tensor of shape [N]. Logits of task 2.
         labels2: float tensor of shape [N], values in [0, 1]. Targets of task 2.
         log_vars: learnable float tensor of shape [2]. Log-variances s_1, s_2 of the two tasks.
-        reduction: one of "none", "mean", "sum"; default "mean".
+        reduction: one of 'none', 'mean', 'sum'; default 'mean'.
 
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
@@ -83,13 +85,15 @@ class UncertaintyMultitask(nn.Layer):
     and cast to the inputs' dtype.
     """
 
-    def __init__(self, reduction='mean', dtype='float32'):
-        super().__init__()
+    def __init__(self, reduction="mean", dtype="float32"):
         _check(reduction)
+        super().__init__()
         self.reduction = reduction
         self.log_vars = self.create_parameter(
             shape=[2], dtype=dtype, default_initializer=nn.initializer.Constant(0.0)
         )
 
     def forward(self, logits1, labels1, logits2, labels2):
-        return uncertainty_multitask(logits1, labels1, logits2, labels2, self.log_vars, reduction=self.reduction)
+        return uncertainty_multitask(
+            logits1, labels1, logits2, labels2, self.log_vars, reduction=self.reduction
+        )

@@ -6,6 +6,9 @@ BACKEND = Backend(
     name="paddle",
     imports=("import paddle", "import paddle.nn.functional as F", "from paddle import nn"),
     where_scalars=False,  # paddle.where rejects int scalars and warns on float ones
+    # under to_static a Layer's float attributes reach float64 arithmetic rounded to float32
+    wrap_scalars=True,
+    scalar="paddle.full([], {value}, dtype={dtype})",
     ops=_freeze({
         "exp": "paddle.exp({x})",
         "log": "paddle.log({x})",
