@@ -422,7 +422,8 @@ class Lowerer:
         if isinstance(e, ir.Size):
             name = e.args[0].name
             self.need(name)
-            return name, ATOM
+            code = self.op("size_value", n=name, dtype="{dtype}")
+            return code.replace("{dtype}", self.dtype()) if "{dtype}" in code else code, ATOM
         if isinstance(e, ir.Item):
             return f"{self.wrap(e.args[0], ATOM)}[{int(e.args[1])}]", ATOM
         if isinstance(e, ir.StopGradient):

@@ -315,6 +315,8 @@ class _Converter:
         if isinstance(v, float):
             if v != v or v in (float("inf"), float("-inf")):
                 raise _Fail(node, "E203", "constants must be finite")
+            if v.is_integer() and abs(v) <= 2**53:
+                return self._t(sp.Integer(int(v)), TType("float"))  # 1.0 is 1: rewrites match it
             return self._t(sp.Float(v), TType("float"))
         raise _Fail(node, "E202", f"{type(v).__name__} constants are not allowed in a formula")
 

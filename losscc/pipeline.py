@@ -60,8 +60,10 @@ def prepare(spec: Spec) -> Prepared:
     if masks:
         cond = sp.And(*[m for _, m in masks]) if len(masks) > 1 else masks[0][1]
         loss = sp.Piecewise((loss, cond), (0, True))
+        # per-element denominators skip ignored positions; a scalar one (batchmean's N) stays
         dens = {k: (sp.Piecewise((v if v is not None else 1, cond), (0, True))
-                    if k not in ("none", "sum") else None) for k, v in dens.items()}
+                    if v is None or prog.typeof(v).axes else v) if k not in ("none", "sum") else None
+                for k, v in dens.items()}
     names: dict = {}
     for name, expr in prog.bindings:
         new = memo.get(expr, expr)

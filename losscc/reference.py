@@ -197,9 +197,8 @@ class Evaluator:
                     den = np.ones(loss.shape, dtype=object)
                 else:
                     d = self.ev(den_expr, env, memo)
-                    if not self.prog.typeof(den_expr).axes:
-                        out[red.name] = total / (d if not isinstance(d, np.ndarray) else d.reshape(-1)[0]) \
-                            if valid is None else total / _sum(np.where(valid, d, 0))
+                    if not self.prog.typeof(den_expr).axes:  # a scalar: not masked
+                        out[red.name] = total / (d if not isinstance(d, np.ndarray) else d.reshape(-1)[0])
                         continue
                     den = np.broadcast_to(np.asarray(d, dtype=object), loss.shape)
                 if valid is not None:

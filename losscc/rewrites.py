@@ -251,9 +251,13 @@ def _guard_under(e, cond, prog, memo, fired):
 
     args = [_guard_under(a, cond, prog, memo, fired) for a in e.args]
     out = e.func(*args) if tuple(args) != e.args else e
+    new = out
     if isinstance(out, sp.log) or isinstance(out, sp.Pow) and out.args[1].is_Number and (
             out.args[1].is_negative or not out.args[1].is_Integer):
         new = out.func(safe(out.args[0]), *out.args[1:])
+    elif isinstance(out, ir.log1p) and not is_nonneg(out.args[0], prog):
+        new = ir.log1p(ir.Where(cond, out.args[0], 0))  # log1p is singular at -1
+    if new is not out:
         if new != out:
             fired.append(Fired("guard-untaken-branch", out, new))
             out = new

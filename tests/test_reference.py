@@ -252,6 +252,30 @@ def test_custom_denominator_with_an_omitted_optional_input_is_the_plain_mean():
     assert "weight" not in ref.grads
 
 
+def test_broadcast_weight_in_the_custom_denominator():
+    prog = program("""
+        input: {dtype: float, shape: ["*S"]}
+        target: {dtype: float, shape: ["*S"]}
+        weight: {dtype: float, shape: ["*S"], optional: true, broadcast: true}
+        """, "loss = weight * (input - target)**2", "reductions:\n  mean: {denominator: weight}")
+    inp, tgt = X2, np.zeros_like(X2)
+    w = np.array([0.5, 1.0, 2.0, 4.0])  # broadcasts along the last axis
+    ref = reference(prog, {"input": inp, "target": tgt, "weight": w}, {})
+    per = w * inp**2
+    close(ref.values["none"], per)
+    close(ref.values["mean"], per.sum() / np.broadcast_to(w, inp.shape).sum())
+    close(ref.grads["input"], 2 * w * inp)
+    close(ref.grads["weight"], np.sum(inp**2, axis=0))
+
+
+def test_sum_and_mean_over_a_variadic_group():
+    prog = program('x: {dtype: float, shape: [N, "*D"]}', "loss = mean(x, axis=D) + sum(x**2, axis=D)")
+    x = np.round(RNG.normal(size=(2, 3, 4)), 6)
+    ref = reference(prog, {"x": x}, {})
+    close(ref.values["none"], x.mean(axis=(1, 2)) + np.sum(x**2, axis=(1, 2)))
+    close(ref.grads["x"], 1 / 12 + 2 * x)
+
+
 def test_extra_reduction_with_a_size_denominator():
     prog = program(MAT, "loss = x**2", "reductions:\n  batchmean: {denominator: N}")
     ref = reference(prog, {"x": X2}, {})
@@ -297,6 +321,23 @@ def test_ignored_positions_give_zero_and_do_not_count(ignore_index, with_weight)
         gw = np.zeros(3)
         np.add.at(gw, safe[valid], nll[valid])
         close(ref.grads["weight"], gw)
+
+
+@pytest.mark.parametrize("denominator", [
+    "\"weight[target]\"",
+    "N",
+])
+def test_declaring_ignore_changes_nothing_when_nothing_is_ignored(denominator):
+    extra = f"params:\n  ignore_index: {{default: -100}}\nreductions:\n  mean: {{denominator: {denominator}}}"
+    plain = program(CE_INPUTS.replace(", ignore: ignore_index", ""),
+                    "loss = -weight[target] * log_softmax(input, axis=C)[target]", extra)
+    masked = program(CE_INPUTS, "loss = -weight[target] * log_softmax(input, axis=C)[target]", extra)
+    x = np.round(RNG.normal(0, 2, size=(4, 3)), 6)
+    inputs = {"input": x, "target": np.array([0, 2, 1, 1]), "weight": np.array([0.5, 1.0, 2.0])}
+    a, b = reference(plain, inputs, {}), reference(masked, inputs, {})
+    for red in ("none", "sum", "mean"):
+        close(b.values[red], a.values[red])
+    close(b.grads["input"], a.grads["input"])
 
 
 def test_reductions_agree_with_each_other():

@@ -57,7 +57,7 @@ def evaluate(prog, expr, inputs, params=None, learnable=None, masks=()):
     params, learnable = params or {}, learnable or {}
     with mpmath.workdps(digits_for(inputs, learnable)):
         ev = Evaluator(prog, inputs, params, learnable)
-        ev._freeze = False  # what run() sets; a StopGradient just evaluates its argument
+        ev._freeze = False  # run() sets this; here a StopGradient just evaluates its argument
         env, valid = ev.env(inputs)
         for _, sym in masks:  # prepare()'s ignore masks are the evaluator's `valid`
             env[sym] = valid
@@ -69,15 +69,15 @@ def worst_relative(a, b) -> float:
     """The largest relative difference of two mpf arrays; NaN only where both are NaN."""
     a, b = np.broadcast_arrays(a, b)
     worst = mpmath.mpf(0)
-    for x, y in zip(a.reshape(-1), b.reshape(-1)):
-        x, y = mpmath.mpf(x), mpmath.mpf(y)
-        if mpmath.isnan(x) or mpmath.isnan(y):
-            assert mpmath.isnan(x) and mpmath.isnan(y), (x, y)
+    for u, v in zip(a.reshape(-1), b.reshape(-1)):
+        u, v = mpmath.mpf(u), mpmath.mpf(v)
+        if mpmath.isnan(u) or mpmath.isnan(v):
+            assert mpmath.isnan(u) and mpmath.isnan(v), (u, v)
             continue
-        if x == y:  # also equal infinities
+        if u == v:  # also equal infinities
             continue
-        assert mpmath.isfinite(x) and mpmath.isfinite(y), (x, y)
-        worst = max(worst, abs(x - y) / max(abs(x), abs(y)))
+        assert mpmath.isfinite(u) and mpmath.isfinite(v), (u, v)
+        worst = max(worst, abs(u - v) / max(abs(u), abs(v)))
     return float(worst)
 
 
@@ -279,6 +279,20 @@ def test_fired_records_are_pairs_of_equal_values():
         assert worst_relative(a, b) <= EQUAL_RTOL, f
 
 
+@pytest.mark.parametrize("name,formula", [
+    ("one-minus-sigmoid", "loss = log(1 - sigmoid(x))"),
+    ("log1p", "loss = log(1 + x**2)"),
+    ("expm1", "loss = exp(x) - 1"),
+    ("one-minus-sigmoid", "loss = log(1.0 - sigmoid(x))"),
+    ("log1p", "loss = log(1.0 + x**2)"),
+    ("expm1", "loss = exp(x) - 1.0"),
+])
+def test_rules_fire_on_a_float_literal_one(name, formula):
+    spec = make_spec(MAT, formula)
+    prog, prep = assert_same_values(spec, MAT_INPUTS)
+    assert name in fired_rules(prep), f"{name} did not fire on {formula}: {prep.loss}"
+
+
 def test_optimize_is_idempotent_and_reaches_a_fixpoint():
     spec = make_spec(MAT, "loss = log(1 - sigmoid(x)) + log(sum(exp(x), axis=C)) - log(softmax(x, axis=C)[y])")
     prog = build_program(spec)
@@ -354,6 +368,30 @@ def test_guard_branches_leaves_provably_positive_arguments_alone():
     fired = []
     assert guard_branches(prog.loss, prog, fired) == prog.loss
     assert fired == []
+
+
+def _branches(expr):
+    """(value, condition) of every branch of every Piecewise in expr."""
+    for node in sp.preorder_traversal(expr):
+        if isinstance(node, sp.Piecewise):
+            yield from ((p.expr, p.cond) for p in node.args)
+
+
+@pytest.mark.parametrize("formula", [
+    "loss = where(x > 0, log(x), 0)",
+    "loss = where(x > 0, x / (x + x**2), 0) + where(x > 1, sqrt(x - 1), 0)",
+    "loss = where(x > -1, log(1 + x), 0)",
+    "loss = where(x < 1, log1p(-x), 0)",
+])
+def test_prepared_branches_are_finite_where_not_taken(formula):
+    """The point of the guards: every branch of the prepared loss is finite at every input
+    (0 * inf in the gradient of an untaken branch is NaN); the value is unchanged."""
+    spec = make_spec("x: {dtype: float, shape: [N]}", formula)
+    inputs = {"x": np.array([-3.0, -2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 2.0])}
+    prog, prep = assert_same_values(spec, inputs)
+    for value, _ in _branches(prep.loss):
+        got = evaluate(prep.prog, value, inputs).reshape(-1)
+        assert all(mpmath.isfinite(v) for v in got), f"branch {value} of {prep.loss}: {list(got)}"
 
 
 def test_guard_branches_guards_where_log_directly():

@@ -81,7 +81,10 @@ def cross_entropy(
     total = paddle.sum(weight * logp, axis=-(1 + len(D)), keepdim=True)
     picked = paddle.take(weight, target)
     picked_1 = paddle.take_along_axis(logp, target, axis=-(1 + len(D)))
-    unmasked = -(label_smoothing * total / C) - (1 - label_smoothing) * picked * picked_1
+    unmasked = (
+        -(label_smoothing * total / paddle.full([], C, dtype=dtype))
+        - (1 - label_smoothing) * picked * picked_1
+    )
     loss = paddle.where(valid, unmasked, paddle.full_like(unmasked, 0))
     if reduction == "none":
         return paddle.reshape(loss, (N,) + D)

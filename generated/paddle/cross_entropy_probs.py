@@ -68,7 +68,7 @@ def cross_entropy_probs(input, target, weight=None, *, label_smoothing=0.0, redu
         weight = paddle.full((C, *((1,) * len(D))), 1.0, dtype=dtype)
     else:
         weight = paddle.reshape(weight, (C,) + (1,) * len(D))
-    q = label_smoothing / C + target * (1 - label_smoothing)
+    q = label_smoothing / paddle.full([], C, dtype=dtype) + target * (1 - label_smoothing)
     log_probs = input - paddle.logsumexp(input, axis=-(1 + len(D)), keepdim=True)
     total = paddle.sum(weight * q * log_probs, axis=-(1 + len(D)), keepdim=True)
     loss = -total

@@ -51,6 +51,7 @@ def kl_div(input, target, *, log_target=False, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(log_target, reduction)
+    dtype = input.dtype
     N = input.shape[0]
     t = target > 0
     t_1 = target * (paddle.log(paddle.where(t, target, paddle.full_like(target, 1))) - input)
@@ -62,7 +63,7 @@ def kl_div(input, target, *, log_target=False, reduction="mean"):
         return loss.sum()
     if reduction == "mean":
         return loss.mean()
-    return loss.sum() / N
+    return loss.sum() / (paddle.full([], N, dtype=dtype))
 
 
 class KlDiv(nn.Layer):

@@ -44,6 +44,7 @@ BACKEND = Backend(
         "full_like": "ops.full_like({x}, {value})",
         "full": "ops.full({shape}, {value}, dtype={dtype})",
         "arange": "ops.arange({n})",
+        "size_value": "{n}",
         "sum_all": "{x}.sum()",
         "mean_all": "{x}.mean()",
         "dtype_of": "{x}.dtype",

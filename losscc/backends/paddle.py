@@ -46,6 +46,8 @@ BACKEND = Backend(
         "full_like": "paddle.full_like({x}, {value})",
         "full": "paddle.full({shape}, {value}, dtype={dtype})",
         "arange": "paddle.arange({n})",
+        # under to_static a shape entry is an int64 tensor, which divides in float32
+        "size_value": "paddle.full([], {n}, dtype={dtype})",
         "sum_all": "{x}.sum()",
         "mean_all": "{x}.mean()",
         "dtype_of": "{x}.dtype",
