@@ -207,3 +207,46 @@ def reference_cases(spec: Spec, root: Path) -> list[CaseData]:
         out += load_case_file(root / ref.file, spec, ref.inputs, ref.params, ref.cases, ref.loc,
                               ref.reference_gradients)
     return out
+
+
+EXTREME_SCALES = (1e2, 1e4, 1e30)
+
+
+def extreme_cases(spec: Spec, seed: int = 0) -> list[CaseData]:
+    """Inputs where hand-written losses overflow or lose their gradient.
+
+    Per float input with an unbounded domain: entries of magnitude 1e2, 1e4 and 1e30 (the
+    others stay ordinary); probabilities exactly 0 and 1 where the domain is closed there;
+    differences exactly 0 (every pair of same-shaped real inputs made equal); tiny (1e-30)
+    and huge (1e30) values where the domain is (0, inf) or [0, inf)."""
+    base = random_cases(spec, 1, seed + 1000)[0]
+    base.params = {p.name: p.default for p in spec.params}
+    out = []
+
+    def variant(tag, changes):
+        inputs = {k: (None if v is None else v.copy()) for k, v in base.inputs.items()}
+        inputs.update(changes)
+        out.append(CaseData(f"extreme_{tag}", "extreme", inputs, dict(base.params), dict(base.learnable),
+                            from_reference=True))
+
+    floats = [i for i in spec.inputs if i.dtype == "float" and not i.optional and base.inputs.get(i.name) is not None]
+    for inp in floats:
+        v = base.inputs[inp.name]
+        d = inp.domain
+        rng = np.random.default_rng([seed, len(inp.name)])
+        sign = np.where(rng.random(v.shape) < 0.5, -1.0, 1.0)
+        if not d.is_set and d.lo is None and d.hi is None:
+            for s in EXTREME_SCALES:
+                variant(f"{inp.name}_{s:.0e}", {inp.name: sign * s * np.abs(np.round(rng.uniform(0.5, 1.0, v.shape), 3))})
+        if isinstance(d.lo, float) and d.lo_closed and isinstance(d.hi, float) and d.hi_closed:
+            variant(f"{inp.name}_ends", {inp.name: np.where(rng.random(v.shape) < 0.5, d.lo, d.hi)})
+        if d.lo == 0.0 and d.hi is None:
+            variant(f"{inp.name}_tiny", {inp.name: np.full(v.shape, 1e-30)})
+            variant(f"{inp.name}_huge", {inp.name: np.full(v.shape, 1e30)})
+            if d.lo_closed:
+                variant(f"{inp.name}_zero", {inp.name: np.zeros(v.shape)})
+    real = [i for i in floats if not i.domain.is_set and i.domain.lo is None and i.domain.hi is None]
+    for a, b in zip(real, real[1:]):
+        if base.inputs[a.name].shape == base.inputs[b.name].shape:
+            variant(f"{a.name}_eq_{b.name}", {b.name: base.inputs[a.name].copy()})
+    return out

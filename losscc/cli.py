@@ -38,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--random", type=int, default=3, help="random cases per spec")
     v.add_argument("--seed", type=int, default=0)
     v.add_argument("--format", choices=["table", "json"], default="table")
+    v.add_argument("--extreme", action="store_true",
+                   help="only the extreme-input suite (float32 unless --dtype): finite and correct")
     v.add_argument("-o", "--output", default="generated")
     return p
 
@@ -62,8 +64,9 @@ def _run(args) -> int:
     from . import emit
 
     if args.command in ("generate", "check"):
-        specs = emit.load_all(emit.find_specs(args.specs))
-        files = emit.render_tree(specs)
+        problems: list = []
+        specs = emit.load_all(emit.find_specs(args.specs), problems)
+        files = emit.render_tree(specs, problems=problems)
         out = Path(args.output)
         if args.command == "generate":
             try:

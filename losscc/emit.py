@@ -47,25 +47,36 @@ def display_path(path: Path) -> str:
         return path.as_posix()
 
 
-def load_all(paths: list[Path]) -> list[Spec]:
-    specs, problems = [], []
+def load_all(paths: list[Path], problems: list | None = None) -> list[Spec]:
+    """Load and validate every spec.  With `problems` given, bad specs are left out and their
+    diagnostics appended there (so later stages can still report the others' problems);
+    without it, any problem raises."""
+    collect = problems is not None
+    specs = []
+    problems = [] if problems is None else problems
     for p in paths:
         try:
             specs.append(load_spec(p, display_path(p)))
         except SpecError as exc:
             problems += exc.diagnostics
     names: dict[str, Spec] = {}
+    good = []
     for s in specs:
+        ok = True
         if s.name in names:
-            problems.append(Diagnostic(Location(s.path, 1, 1), "E160",
+            problems.append(Diagnostic(s.name_loc, "E160",
                                        f"spec name '{s.name}' is also used by {names[s.name].path}"))
-        names[s.name] = s
+            ok = False
+        names.setdefault(s.name, s)
         if Path(s.path).stem != s.name:
-            problems.append(Diagnostic(Location(s.path, 1, 1), "E161",
+            problems.append(Diagnostic(s.name_loc, "E161",
                                        f"spec name '{s.name}' must match its file name '{Path(s.path).stem}'"))
-    if problems:
+            ok = False
+        if ok:
+            good.append(s)
+    if problems and not collect:
         raise SpecError(problems)
-    return sorted(specs, key=lambda s: s.name)
+    return sorted(good, key=lambda s: s.name)
 
 
 def module_context(spec: Spec, backend: Backend) -> dict:
@@ -127,11 +138,13 @@ def _cache_key(spec: Spec) -> str:
     return hashlib.sha256(f"{spec.source_sha256}:{__version__}".encode()).hexdigest()
 
 
-def render_tree(specs: list[Spec], backends: tuple[Backend, ...] | None = None) -> dict[str, str]:
-    """All generated files, relative path -> text; raise SpecError with every problem."""
+def render_tree(specs: list[Spec], backends: tuple[Backend, ...] | None = None,
+                problems: list | None = None) -> dict[str, str]:
+    """All generated files, relative path -> text; raise SpecError with every problem
+    (including `problems` found by earlier stages)."""
     backends = backends or all_backends()
     files: dict[str, str] = {}
-    problems: list[Diagnostic] = []
+    problems = list(problems or [])
     prepared = {}
     for spec in specs:
         try:

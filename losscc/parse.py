@@ -114,13 +114,28 @@ def build_program(spec: Spec) -> Program:
     bound: list[tuple[str, sp.Expr]] = []
     used: set[str] = set()
     later = {b.name for b in spec.bindings}
+    reserved = set(env) | set(axes)
     for b in spec.bindings:
         later.discard(b.name)
+        if b.name in reserved:
+            out.error(b.name_loc.line, b.name_loc.col, "E144",
+                      f"binding '{b.name}' has the name of an input, parameter, learnable tensor or axis")
+            conv.failed.add(b.name)
+            continue
+        conv.current = b.name
         res = conv.binding(b, later, used)
         if res is not None:
             env[b.name] = res
             bound.append((b.name, res[0]))
+        else:
+            conv.failed.add(b.name)
     out.raise_if_errors()
+    size = _tree_size(bound[-1][1])
+    if size > limits.MAX_TREE:
+        last = spec.bindings[-1]
+        out.error(last.loc.line, last.loc.col, "E104",
+                  f"formula exceeds the limit 'tree' ({limits.MAX_TREE} nodes after inlining the bindings)")
+        out.raise_if_errors()
     loss_name, loss = bound[-1]
     lt = types[loss]
     last = spec.bindings[-1]
@@ -135,7 +150,7 @@ def build_program(spec: Spec) -> Program:
                   f"the loss '{loss_name}' does not depend on any float input or learnable tensor")
     for b in spec.bindings[:-1]:
         if b.name not in used:
-            out.error(b.loc.line, b.loc.col, "E142", f"binding '{b.name}' is never used")
+            out.error(b.name_loc.line, b.name_loc.col, "E142", f"binding '{b.name}' is never used")
     denominators: dict[str, sp.Expr | None] = {}
     for red in spec.reductions:
         if red.denominator is None:
@@ -160,6 +175,20 @@ def build_program(spec: Spec) -> Program:
         denominators[red.name] = expr
     out.raise_if_errors()
     return Program(spec, axes, variadic, symbols, tuple(bound), loss, denominators, types)
+
+
+def _tree_size(expr: sp.Expr) -> int:
+    """Nodes of the expression as a tree (shared subtrees counted each time), in linear time."""
+    memo: dict = {}
+
+    def size(e):
+        got = memo.get(e)
+        if got is None:
+            got = 1 + sum(size(a) for a in e.args)
+            memo[e] = got
+        return got
+
+    return size(expr)
 
 
 def type_of(expr: sp.Expr, prog: Program) -> TType:
@@ -221,6 +250,8 @@ class _Converter:
         self.line = self.col = 0
         self.later: set[str] = set()
         self.used: set[str] = set()
+        self.failed: set[str] = set()   # bindings that had errors: no follow-on errors for them
+        self.current = ""
         self.nodes = 0
 
     # ---------------------------------------------------------------- entry points
@@ -230,11 +261,19 @@ class _Converter:
 
     def expression(self, b: Binding, where: str):
         self.line, self.col, self.where = b.loc.line, b.loc.col, where
+        self.indent = b.name_loc.col - 1 if b.name_loc.line else 0  # the block's indentation
         text = b.text
+        self.shift = 0
         try:
-            tree = ast.parse("(" + text + "\n)", mode="eval")
+            try:
+                tree = ast.parse(text, mode="eval")
+            except SyntaxError:
+                if "\n" not in text:
+                    raise
+                self.shift = 1
+                tree = ast.parse("(" + text + "\n)", mode="eval")  # continuation lines
         except SyntaxError as exc:
-            col = max((exc.offset or 2) - 1, 1)
+            col = max((exc.offset or 1) - self.shift, 1)
             msg = (exc.msg or "invalid syntax").replace("'(' was never closed", "unbalanced parentheses")
             self.out.error(self.line + (exc.lineno or 1) - 1, self.col + col - 1 if (exc.lineno or 1) == 1 else col,
                            "E201", f"{where}: syntax error: {msg}")
@@ -245,10 +284,13 @@ class _Converter:
         try:
             return self.visit(tree.body, 0)
         except _Fail as f:
+            if f.code == "silent":
+                return None
             line, col = self.line, self.col
             if f.node is not None and hasattr(f.node, "lineno"):
                 line = self.line + f.node.lineno - 1
-                col = (self.col + f.node.col_offset - 1) if f.node.lineno == 1 else f.node.col_offset + 1
+                col = (self.col + f.node.col_offset - self.shift) if f.node.lineno == 1 else \
+                    self.indent + f.node.col_offset + 1
             self.out.error(line, col, f.code, f"{where}: {f.msg}", f.hint)
             return None
         except RecursionError:
@@ -302,7 +344,12 @@ class _Converter:
         method = getattr(self, "v_" + type(node).__name__, None)
         if method is None:
             raise _Fail(node, "E202", f"'{_describe(node)}' is not allowed in a formula")
-        return method(node, depth + 1)
+        e, t = method(node, depth + 1)
+        if e.is_number and not e.has(ir.TensorOp):
+            _check_constant(node, e)
+        if isinstance(e, sp.Pow) and e.args[1].is_Number and abs(e.args[1]) > limits.MAX_EXPONENT:
+            raise _Fail(node, "E104", f"exponent exceeds the limit 'exponent' ({limits.MAX_EXPONENT})")
+        return e, t
 
     def v_Constant(self, node, d):
         v = node.value
@@ -329,6 +376,10 @@ class _Converter:
             return self._t(CONSTANTS[name], TType("float"))
         if name in self.axes:
             return self._t(ir.Size(sp.Symbol(name)), TType("float"))
+        if name in self.failed:
+            raise _Fail(node, "silent", "")
+        if name == self.current:
+            raise _Fail(node, "E143", f"'{name}' refers to itself (a binding may only use earlier bindings)")
         if name in self.later:
             raise _Fail(node, "E143", f"'{name}' is used before it is bound "
                         "(a binding may only use earlier bindings, so cycles are impossible)")
@@ -373,6 +424,8 @@ class _Converter:
                 raise _Fail(node, "E207", "division by zero")
             return self._t(le / re_, t)
         if isinstance(op, ast.Pow):
+            if le.is_number and re_.is_number and _magnitude_digits(le, re_) > 300:
+                raise _Fail(node, "E203", "constant too large (more than 300 digits)")
             if re_.is_Number and (abs(float(re_)) > limits.MAX_EXPONENT):
                 raise _Fail(node.right, "E104",
                             f"exponent exceeds the limit 'exponent' ({limits.MAX_EXPONENT})")
@@ -472,7 +525,7 @@ class _Converter:
         kws = {}
         for kw in node.keywords:
             if kw.arg != "axis":
-                raise _Fail(kw.value, "E209", f"{fname}: unknown keyword '{kw.arg}' (only axis=)")
+                raise _Fail(kw, "E209", f"{fname}: unknown keyword '{kw.arg}' (only axis=)")
             kws["axis"] = kw.value
         args = node.args
         if any(isinstance(a, ast.Starred) for a in args):
@@ -578,6 +631,31 @@ class _Converter:
         raise _Fail(node, "E208", f"unknown function '{fname}'")  # pragma: no cover
 
 
+def _magnitude_digits(base, ex) -> float:
+    """Decimal digits of base**ex, estimated without computing it."""
+    import math
+
+    try:
+        b = abs(complex(sp.N(base, 15)))
+        x = float(sp.N(ex, 15))
+    except (TypeError, ValueError, OverflowError):
+        return float("inf")
+    if b in (0.0, 1.0):
+        return 0.0
+    return abs(x * math.log10(b))
+
+
+def _check_constant(node, e) -> None:
+    try:
+        v = complex(sp.N(e, 17))
+    except (TypeError, ValueError, OverflowError):
+        raise _Fail(node, "E203", "constant cannot be evaluated") from None
+    if v.imag != 0:
+        raise _Fail(node, "E203", "constant is not a real number")
+    if not (abs(v.real) < 1e300):
+        raise _Fail(node, "E203", "constant overflows a float (|value| >= 1e300)")
+
+
 def _name_of(node) -> str:
     return node.id if isinstance(node, ast.Name) else ""
 
@@ -587,7 +665,7 @@ def _describe(node) -> str:
         "Attribute": "attribute access", "Lambda": "lambda", "ListComp": "comprehension",
         "GeneratorExp": "generator", "DictComp": "comprehension", "SetComp": "comprehension",
         "List": "list", "Dict": "dict", "Set": "set", "Tuple": "tuple", "JoinedStr": "f-string",
-        "Await": "await", "Yield": "yield", "NamedExpr": "':='", "Starred": "'*'",
+        "Await": "await", "Yield": "yield", "NamedExpr": ":=", "Starred": "*",
         "MatMult": "@", "Mod": "%", "FloorDiv": "//", "LShift": "<<", "RShift": ">>",
         "BitXor": "^", "Invert": "~", "Is": "is", "IsNot": "is not", "In": "in", "NotIn": "not in",
         "Slice": "slice",

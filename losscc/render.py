@@ -63,7 +63,8 @@ def _docwrap(text: str, indent: int, hang: int = 4) -> str:
 
     pad = " " * indent
     return "\n".join(textwrap.wrap(doc_escape(text), LINE_LENGTH, initial_indent=pad,
-                                    subsequent_indent=pad + " " * hang, break_on_hyphens=False))
+                                    subsequent_indent=pad + " " * hang, break_on_hyphens=False,
+                                    break_long_words=False))
 
 
 def _wrap(text: str, width: int = 88, prefix: str = "") -> str:
@@ -71,7 +72,7 @@ def _wrap(text: str, width: int = 88, prefix: str = "") -> str:
 
     out = []
     for para in str(text).split("\n"):
-        out += textwrap.wrap(para, width - len(prefix)) or [""]
+        out += textwrap.wrap(para, width - len(prefix), break_on_hyphens=False, break_long_words=False) or [""]
     return "\n".join(prefix + ln if ln else "" for ln in out)
 
 

@@ -84,6 +84,7 @@ class Binding:
     name: str
     text: str
     loc: Location                  # where the binding's text starts
+    name_loc: Location = Location()  # where its name stands
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class Case:
     id: str = ""
     rtol: float | None = None      # hand-written numbers carry few digits
     loc: Location = Location()
+    positions: dict = field(default_factory=dict)  # "inputs.x" -> (line, col) of that entry
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,7 @@ class Spec:
     references: tuple[Reference, ...] = ()
     path: str = "<spec>"
     source_sha256: str = ""
+    name_loc: Location = Location()
 
     @property
     def class_name(self) -> str:
@@ -196,10 +199,11 @@ def check_identifier(name: Any) -> str | None:
 class _Node:
     """A YAML value with its position: scalars, lists and str-keyed dicts of _Node."""
 
-    __slots__ = ("value", "line", "col", "style")
+    __slots__ = ("value", "line", "col", "style", "key_line", "key_col")
 
     def __init__(self, value, line, col, style=None):
         self.value, self.line, self.col, self.style = value, line, col, style
+        self.key_line, self.key_col = line, col  # where its mapping key stands, if any
 
     def plain(self):
         if isinstance(self.value, dict):
@@ -210,6 +214,34 @@ class _Node:
 
 
 _FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+_PLAIN_TAGS = frozenset("tag:yaml.org,2002:" + t for t in ("map", "seq", "str", "int", "float", "bool", "null"))
+MAX_YAML_DEPTH = 32
+
+
+def _nesting_depth(text: str) -> tuple[int, int, int]:
+    """Deepest bracket nesting of flow collections (PyYAML recurses per level), ignoring
+    quotes, and the line and column where it is first reached."""
+    depth = best = 0
+    where = (1, 1)
+    line, col = 1, 0
+    quote = None
+    for ch in text:
+        col += 1
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            if depth > best:
+                best, where = depth, (line, col)
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+        if ch == "\n":
+            quote = None
+            line, col = line + 1, 0
+    return best, where[0], where[1]
 
 
 def _load_yaml(text: str, out: Collector) -> _Node | None:
@@ -223,21 +255,26 @@ def _load_yaml(text: str, out: Collector) -> _Node | None:
                               "YAML anchors and aliases are not allowed in a spec")
                     return None
             root = loader.get_single_node()
+            if root is None:
+                out.error(1, 1, "E103", "the spec is empty")
+                return None
+            return _convert(root, loader, out, [0])
         finally:
             loader.dispose()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        out.error(line, col, "E101", f"YAML syntax: {exc.problem or exc.context}")
+        msg = exc.problem or exc.context
+        if exc.context and exc.problem and exc.context_mark:
+            msg += f" ({exc.context} at {exc.context_mark.line + 1}:{exc.context_mark.column + 1})"
+        out.error(line, col, "E101", f"YAML syntax: {msg}")
         return None
     except yaml.YAMLError as exc:
         out.error(1, 1, "E101", f"YAML syntax: {exc}")
         return None
-    if root is None:
-        out.error(1, 1, "E103", "the spec is empty")
+    except RecursionError:
+        out.error(1, 1, "E104", "YAML nested too deeply")
         return None
-    count = [0]
-    return _convert(root, loader, out, count)
 
 
 def _convert(node, loader, out: Collector, count) -> _Node | None:
@@ -246,6 +283,9 @@ def _convert(node, loader, out: Collector, count) -> _Node | None:
         raise SpecError([Diagnostic(Location(out.path, node.start_mark.line + 1, 1), "E104",
                                     f"the spec exceeds the limit 'yaml_nodes' ({limits.MAX_YAML_NODES})")])
     line, col = node.start_mark.line + 1, node.start_mark.column + 1
+    if node.tag not in _PLAIN_TAGS:
+        out.error(line, col, "E107", f"YAML tag '{_clip(node.tag, 80)}' is not allowed in a spec")
+        return None
     if isinstance(node, yaml.MappingNode):
         result: dict[str, _Node] = {}
         for key_node, value_node in node.value:
@@ -260,6 +300,8 @@ def _convert(node, loader, out: Collector, count) -> _Node | None:
                 continue
             converted = _convert(value_node, loader, out, count)
             if converted is not None:
+                converted.key_line = key_node.start_mark.line + 1
+                converted.key_col = key_node.start_mark.column + 1
                 result[key] = converted
         return _Node(result, line, col)
     if isinstance(node, yaml.SequenceNode):
@@ -299,7 +341,7 @@ class _Reader:
         for key, value in node.value.items():
             if key not in allowed:
                 hint = did_you_mean(key, allowed)
-                self.err(value, "E111", f"{where}: unknown field '{key}'", hint)
+                self.out.error(value.key_line, value.key_col, "E111", f"{where}: unknown field '{_clip(key)}'", hint)
         return node.value
 
     def string(self, node: _Node, where: str, limit: int = limits.MAX_TEXT_CHARS) -> str | None:
@@ -327,10 +369,11 @@ class _Reader:
             return None
         return node.value
 
-    def name(self, node: _Node, where: str, key: str) -> bool:
+    def name(self, node: _Node, where: str, key: str, at_key: bool = True) -> bool:
         reason = check_identifier(key)
         if reason:
-            self.err(node, "E120", f"{where}: name '{_clip(key)}' {reason}")
+            line, col = (node.key_line, node.key_col) if at_key else (node.line, node.col)
+            self.out.error(line, col, "E120", f"{where}: name '{_clip(key)}' {reason}")
             return False
         return True
 
@@ -355,10 +398,10 @@ def parse_domain(text: str, axes: set[str]) -> Domain | str:
         return REAL
     m = _SET.match(text)
     if m:
-        try:
-            values = tuple(sorted({float(p) for p in m.group(1).split(",") if p.strip()}))
-        except ValueError:
+        parts = [p.strip() for p in m.group(1).split(",") if p.strip()]
+        if not all(_FLOAT.match(p) for p in parts):
             return "set members must be numbers"
+        values = tuple(sorted({float(p) for p in parts}))
         if not values or len(values) > 64:
             return "a set needs 1 to 64 numbers"
         return Domain(values=values, text=text.strip())
@@ -401,12 +444,14 @@ def load_spec(path: str | Path, display: str | None = None) -> Spec:
     except OSError as exc:
         raise SpecError([Diagnostic(Location(shown), "E100", f"cannot read spec: {exc.strerror}")])
     if len(raw) > limits.MAX_FILE_BYTES:
-        raise SpecError([Diagnostic(Location(shown), "E104",
+        raise SpecError([Diagnostic(Location(shown, 1, 1), "E104",
                                     f"file exceeds the limit 'file_bytes' ({limits.MAX_FILE_BYTES})")])
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise SpecError([Diagnostic(Location(shown), "E100", f"spec is not UTF-8 ({exc.reason})")])
+        line = raw[: exc.start].count(b"\n") + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise SpecError([Diagnostic(Location(shown, line, col), "E100", f"spec is not UTF-8 ({exc.reason})")])
     return spec_from_text(text, shown, hashlib.sha256(raw).hexdigest())
 
 
@@ -418,23 +463,30 @@ def spec_from_text(text: str, path: str = "<spec>", sha256: str | None = None) -
         line = text[: text.index("\t")].count("\n") + 1
         out.error(line, 1, "E101", "YAML syntax: tab characters are not allowed")
         raise SpecError(out.items)
+    depth, dline, dcol = _nesting_depth(text)
+    if depth > MAX_YAML_DEPTH:
+        out.error(dline, dcol, "E104", f"YAML nesting exceeds the limit 'yaml_depth' ({MAX_YAML_DEPTH})")
+        raise SpecError(out.items)
     root = _load_yaml(text, out)
     out.raise_if_errors()
     assert root is not None
     spec = _build(root, text, path, sha256, out)
     out.raise_if_errors()
+    assert spec is not None
     return spec
 
 
 def _build(root: _Node, text: str, path: str, sha256: str, out: Collector) -> Spec:
     r = _Reader(out)
     top = r.mapping(root, "spec", TOP_FIELDS)
+    if not isinstance(root.value, dict):
+        return None
     for required in ("name", "summary", "inputs", "formula"):
         if required not in top:
             out.error(root.line, root.col, "E114", f"spec: missing required field '{required}'")
     name = ""
     if "name" in top and r.string(top["name"], "name") is not None:
-        if r.name(top["name"], "name", top["name"].value):
+        if r.name(top["name"], "name", top["name"].value, at_key=False):
             name = top["name"].value
     summary = r.string(top["summary"], "summary") if "summary" in top else ""
     if summary is not None and "\n" in summary.strip():
@@ -527,7 +579,8 @@ def _build(root: _Node, text: str, path: str, sha256: str, out: Collector) -> Sp
                 if not isinstance(dtext, str):
                     r.err(dn, "E112", f"{where}.denominator: expected a formula expression")
                 else:
-                    den = Binding(f"_denominator_{key}", dtext, Location(path, dn.line, dn.col))
+                    qcol = dn.col + (1 if dn.style in ("'", '"') else 0)
+                    den = Binding(f"_denominator_{key}", dtext, Location(path, dn.line, qcol))
             doc = (r.string(fields["doc"], f"{where}.doc") or "") if "doc" in fields else ""
             rd = ReductionDef(key, den, doc)
             if key == "mean":
@@ -557,6 +610,7 @@ def _build(root: _Node, text: str, path: str, sha256: str, out: Collector) -> Sp
                         guards[key] = float(v)
 
     cases = _cases(r, top.get("cases"), path) if "cases" in top else []
+    _check_cases(out, cases, inputs, params, reductions)
     references = _references(r, top.get("references"), path) if "references" in top else []
 
     return Spec(
@@ -565,6 +619,7 @@ def _build(root: _Node, text: str, path: str, sha256: str, out: Collector) -> Sp
         bindings=tuple(bindings), reductions=tuple(reductions),
         default_reduction=default_reduction, guards=guards, cases=tuple(cases),
         references=tuple(references), path=path, source_sha256=sha256,
+        name_loc=Location(path, top["name"].line, top["name"].col) if "name" in top else Location(path, 1, 1),
     )
 
 
@@ -727,12 +782,16 @@ def _learnable(r: _Reader, node: _Node, key: str, where: str) -> dict | None:
     return dict(name=key, shape=tuple(shape), init=init, doc=doc)
 
 
-_BINDING = re.compile(r"^([ ]*)([A-Za-z_][A-Za-z0-9_]*)\s*=(?!=)\s*(.*)$")
+_BINDING = re.compile(r"^([ ]*)([A-Za-z_][A-Za-z0-9_]*)\s*=(?!=)\s*(.*)$", re.S)
 
 
 def _bindings(r: _Reader, node: _Node, text: str, path: str) -> list[Binding]:
     ftext = r.string(node, "formula", limits.MAX_FORMULA_CHARS)
     if ftext is None:
+        return []
+    if node.style == ">":
+        r.err(node, "E140", "formula: use a literal block ('|'), not a folded one ('>'): "
+              "each binding needs its own line")
         return []
     # Where does the formula's first content line sit in the file?
     if node.style in ("|", ">"):
@@ -774,7 +833,7 @@ def _bindings(r: _Reader, node: _Node, text: str, path: str) -> list[Binding]:
             r.out.error(line, col, "E141", f"formula: '{name}' is bound twice")
             continue
         ecol = col + ln.index(expr, len(m.group(1)) + len(name)) - len(m.group(1))
-        out.append(Binding(name, expr, Location(path, line, ecol)))
+        out.append(Binding(name, expr, Location(path, line, ecol), Location(path, line, col)))
     if not out and not r.out.errors:
         r.err(node, "E140", "formula: no bindings; the last binding is the per-element loss")
     return out
@@ -820,10 +879,52 @@ def _cases(r: _Reader, node: _Node, path: str) -> list[Case]:
                 r.err(fields[part], "E110", f"{where}.{part}: expected a mapping")
                 break
         else:
-            cases.append(Case(inputs=plain["inputs"], params=plain.get("params", {}),
+            positions = {}
+            for part in ("inputs", "params", "expected"):
+                if part in fields and isinstance(fields[part].value, dict):
+                    for key, sub in fields[part].value.items():
+                        positions[f"{part}.{key}"] = (sub.key_line, sub.key_col)
+            cases.append(Case(positions=positions, inputs=plain["inputs"], params=plain.get("params", {}),
                               expected=plain["expected"], id=str(plain.get("id", f"case{k}")),
                               rtol=rtol, loc=Location(path, item.line, item.col)))
     return cases
+
+
+def _numeric(v) -> bool:
+    if isinstance(v, list):
+        return all(_numeric(x) for x in v)
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _check_cases(out: Collector, cases, inputs, params, reductions) -> None:
+    names = {i.name for i in inputs}
+    pnames = {p.name for p in params}
+    rnames = [r.name for r in reductions]
+    for n, c in enumerate(cases):
+        where = f"cases[{n}]"
+
+        def at(key):
+            return c.positions.get(key, (c.loc.line, c.loc.col))
+
+        for k, v in c.inputs.items():
+            line, col = at(f"inputs.{k}")
+            if k not in names:
+                out.error(line, col, "E116", f"{where}.inputs: unknown input '{_clip(str(k))}'",
+                          did_you_mean(str(k), sorted(names)))
+            elif v is not None and not _numeric(v):
+                out.error(line, col, "E116", f"{where}.inputs.{k}: expected numbers or nested lists of numbers")
+        for k in c.params:
+            line, col = at(f"params.{k}")
+            if k not in pnames:
+                out.error(line, col, "E116", f"{where}.params: unknown parameter '{_clip(str(k))}'",
+                          did_you_mean(str(k), sorted(pnames)))
+        for k, v in c.expected.items():
+            line, col = at(f"expected.{k}")
+            if k not in rnames:
+                out.error(line, col, "E116", f"{where}.expected: '{_clip(str(k))}' is not a reduction "
+                          f"({', '.join(rnames)})", did_you_mean(str(k), rnames))
+            elif not _numeric(v):
+                out.error(line, col, "E116", f"{where}.expected.{k}: expected numbers")
 
 
 def _references(r: _Reader, node: _Node, path: str) -> list[Reference]:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cases import CaseData, load_case_file, random_cases, reference_cases, spec_cases
+from .cases import CaseData, extreme_cases, load_case_file, random_cases, reference_cases, spec_cases
 from .errors import SpecError
 from .parse import build_program
 from .reference import reference
@@ -254,6 +254,30 @@ def _round32(case: CaseData) -> CaseData:
     return CaseData(case.id, case.source, inputs, case.params, learn, {}, {}, True)
 
 
+def _extreme_check(case, vals, grads, exp_vals, exp_grads, kinks, dtype, reds) -> list[str]:
+    """Extreme inputs: every value and gradient finite wherever the reference, rounded to the
+    computation dtype, is finite; and equal to it there (relative tolerance of the dtype)."""
+    fails = []
+    rtol = TOLERANCES[dtype][0]
+    for label, got, want, mask in ([(f"value ({r})", vals[r], exp_vals[r], None) for r in reds] +
+                                   [(f"gradient d/d{n}", grads[n], g, kinks.get(n)) for n, g in exp_grads.items()
+                                    if n in grads]):
+        w = np.asarray(want, dtype=float).astype(dtype).astype(float)
+        a = np.asarray(got, dtype=float).reshape(w.shape) if np.size(got) == np.size(w) else None
+        if a is None:
+            fails.append(f"{case.id}: {label} has the wrong shape")
+            continue
+        fin = np.isfinite(w) if mask is None else np.isfinite(w) & ~np.broadcast_to(mask, w.shape)
+        if not np.all(np.isfinite(a[fin])):
+            fails.append(f"{case.id}: {label} is not finite where the reference is")
+            continue
+        scale = max(1.0, float(np.max(np.abs(w[fin]), initial=0.0)))
+        err = np.abs(a[fin] - w[fin])
+        if np.any(err > rtol * np.abs(w[fin]) + TOLERANCES[dtype][1] * scale * 10):
+            fails.append(f"{case.id}: {label} differs from the reference by {float(np.max(err)):.3g}")
+    return fails
+
+
 def _magnitude(case: CaseData) -> float:
     vals = [np.max(np.abs(v)) for v in case.inputs.values() if v is not None and v.dtype.kind == "f" and v.size]
     return float(max(vals, default=1.0))
@@ -315,6 +339,10 @@ def verify_spec(spec: Spec, modules: dict, runners: dict, dtypes, modes, cases: 
                         row.failures.append(f"{case.id}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
                         continue
                     row.cases += 1
+                    if case.source == "extreme":
+                        self_check = _extreme_check(case, vals, grads, exp_vals, exp_grads, kinks, dtype, reds)
+                        row.failures += self_check
+                        continue
                     mag = _magnitude(case)
                     for red in reds:
                         ok, err = compare(vals[red], exp_vals[red], dtype, rtol=case.rtol, magnitude=mag)
@@ -337,7 +365,10 @@ def verify_spec(spec: Spec, modules: dict, runners: dict, dtypes, modes, cases: 
     return rows
 
 
-def collect_cases(spec: Spec, root: Path, extra_files: list[str], n_random: int, seed: int) -> list[CaseData]:
+def collect_cases(spec: Spec, root: Path, extra_files: list[str], n_random: int, seed: int,
+                  extreme: bool = False) -> list[CaseData]:
+    if extreme:
+        return extreme_cases(spec, seed)
     cases = spec_cases(spec) + reference_cases(spec, root)
     for f in extra_files:
         cases += load_case_file(f, spec)
@@ -346,12 +377,12 @@ def collect_cases(spec: Spec, root: Path, extra_files: list[str], n_random: int,
 
 
 def run(specs: list[Spec], backends=BACKENDS, dtypes=DTYPES, modes=MODES, extra_files=(), n_random=3,
-        seed=0, root: Path = Path("."), progress=None) -> list[Row]:
+        seed=0, root: Path = Path("."), progress=None, extreme: bool = False) -> list[Row]:
     from .backends import get
     from .emit import compile_spec
 
     import_frameworks(backends)
-    all_cases = {s.name: collect_cases(s, root, list(extra_files), n_random, seed) for s in specs}
+    all_cases = {s.name: collect_cases(s, root, list(extra_files), n_random, seed, extreme) for s in specs}
     runners = {b: RUNNERS[b]() for b in backends}
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="losscc-verify-") as tmp:
@@ -397,7 +428,10 @@ def run_cli(args) -> int:
                              f"({time.time() - start:.0f}s)")
             sys.stderr.flush()
 
-    rows = run(specs, backends, dtypes, modes, args.cases, args.random, args.seed, Path("."), progress)
+    if args.extreme:
+        dtypes = tuple(args.dtype or ("float32",))
+    rows = run(specs, backends, dtypes, modes, args.cases, args.random, args.seed, Path("."), progress,
+               extreme=args.extreme)
     if tty:
         sys.stderr.write("\r\x1b[K")
     if args.format == "json":

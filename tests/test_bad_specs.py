@@ -67,19 +67,30 @@ def _env() -> dict:
 def _cli(args: list[str], cwd: Path, timeout: float = TIMEOUT_S):
     """(returncode or None on timeout, stdout, stderr) of `python -m losscc ARGS`."""
     try:
-        p = subprocess.run([sys.executable, "-m", "losscc", *args], cwd=cwd, env=_env(),
-                           capture_output=True, text=True, errors="replace", timeout=timeout)
+        p = subprocess.run(
+            [sys.executable, "-m", "losscc", *args],
+            cwd=cwd,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+        )
         return p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired as exc:
+
         def text(b):
             return b.decode("utf-8", "replace") if isinstance(b, bytes) else (b or "")
+
         return None, text(exc.stdout), text(exc.stderr)
 
 
 def _snapshot(root: Path) -> dict[str, bytes | None]:
     """Every path under root: files with their bytes, directories as None."""
-    return {p.relative_to(root).as_posix(): (p.read_bytes() if p.is_file() else None)
-            for p in sorted(root.rglob("*"))}
+    return {
+        p.relative_to(root).as_posix(): (p.read_bytes() if p.is_file() else None)
+        for p in sorted(root.rglob("*"))
+    }
 
 
 def _project(tmp: Path, specs: dict[str, bytes]) -> Path:
@@ -99,9 +110,9 @@ def _directives(path: Path) -> tuple[list[str], int | None]:
     expects, count = [], None
     for line in path.read_bytes().decode("utf-8", "replace").splitlines():
         if line.startswith("# expect:"):
-            expects.append(line[len("# expect:"):].strip())
+            expects.append(line[len("# expect:") :].strip())
         elif line.startswith("# errors:"):
-            count = int(line[len("# errors:"):].strip())
+            count = int(line[len("# errors:") :].strip())
     return expects, count
 
 
@@ -131,15 +142,17 @@ def corpus_runs(request, tmp_path_factory) -> dict[str, Run]:
             wanted.append(spec.params["path"])
     wanted = sorted(set(wanted)) or CASES
     base = tmp_path_factory.mktemp("bad_specs")
-    workers = max(2, min(8, os.cpu_count() or 2))
+    workers = min(8, 2 * (os.cpu_count() or 2))
     with ThreadPoolExecutor(workers) as pool:
         futures = {p.stem: pool.submit(_run_case, p, base / p.stem) for p in wanted}
         return {name: f.result() for name, f in futures.items()}
 
 
 def _describe(run: Run) -> str:
-    return (f"exit status: {run.rc}\n--- stdout ---\n{run.stdout[-3000:]}"
-            f"\n--- stderr ---\n{run.stderr[-6000:]}")
+    return (
+        f"exit status: {run.rc}\n--- stdout ---\n{run.stdout[-3000:]}"
+        f"\n--- stderr ---\n{run.stderr[-6000:]}"
+    )
 
 
 @pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
@@ -203,8 +216,9 @@ formula: "loss = x * x"
 
 
 def test_check_rejects_a_bad_spec(tmp_path):
-    proj = _project(tmp_path, {"formula_unknown_function":
-                               (CORPUS / "formula_unknown_function.yaml").read_bytes()})
+    proj = _project(
+        tmp_path, {"formula_unknown_function": (CORPUS / "formula_unknown_function.yaml").read_bytes()}
+    )
     before = _snapshot(proj / "out")
     rc, out, err = _cli(["check", "specs", "-o", "out"], proj)
     assert rc == 2, (rc, out, err)
@@ -213,11 +227,15 @@ def test_check_rejects_a_bad_spec(tmp_path):
     assert _snapshot(proj / "out") == before
 
 
-@pytest.mark.parametrize("names", [
-    ("multi_error_fields", "field_bad_dtype"),         # both fail while reading the fields
-    ("multi_error_formula", "formula_unknown_symbol"),  # both fail in their formulas
-    ("multi_error_fields", "multi_error_formula"),      # one of each: still every error
-], ids=["fields+fields", "formula+formula", "fields+formula"])
+@pytest.mark.parametrize(
+    "names",
+    [
+        ("multi_error_fields", "field_bad_dtype"),  # both fail while reading the fields
+        ("multi_error_formula", "formula_unknown_symbol"),  # both fail in their formulas
+        ("multi_error_fields", "multi_error_formula"),  # one of each: still every error
+    ],
+    ids=["fields+fields", "formula+formula", "fields+formula"],
+)
 def test_all_problems_of_a_run_are_reported_together(names, tmp_path):
     """Two bad specs and a good one in one run: every error of both, and nothing written."""
     specs = {n: (CORPUS / f"{n}.yaml").read_bytes() for n in names}
@@ -236,8 +254,9 @@ def test_all_problems_of_a_run_are_reported_together(names, tmp_path):
 
 
 def test_debug_shows_a_traceback(tmp_path):
-    proj = _project(tmp_path, {"formula_unknown_function":
-                               (CORPUS / "formula_unknown_function.yaml").read_bytes()})
+    proj = _project(
+        tmp_path, {"formula_unknown_function": (CORPUS / "formula_unknown_function.yaml").read_bytes()}
+    )
     before = _snapshot(proj / "out")
     rc, out, err = _cli(["--debug", "generate", "specs", "-o", "out"], proj)
     assert rc not in (0, None), (rc, out, err)
@@ -254,8 +273,9 @@ MARKERS = ("pwned", "__import__", "system", "eval", "exec")
 
 def _shown(text: str) -> str:
     """What a docstring can show of free text: control characters as spaces, spaces folded."""
-    text = "".join(ch if ch == "\n" or (ch.isprintable() and ch not in "\x85\u2028\u2029") else " "
-                   for ch in text)
+    text = "".join(
+        ch if ch == "\n" or (ch.isprintable() and ch not in "\x85\u2028\u2029") else " " for ch in text
+    )
     return " ".join(text.split())
 
 
@@ -265,8 +285,12 @@ def _docstrings(tree: ast.Module) -> tuple[str, set[int]]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                    and isinstance(body[0].value.value, str):
+            if (
+                body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
                 texts.append(body[0].value.value)
                 ids.add(id(body[0].value))
     return "\n".join(texts), ids
@@ -301,11 +325,17 @@ def _check_module(path: Path, spec_name: str | None, class_name: str | None) -> 
         if isinstance(stmt, ast.Import):
             bad = [a.name for a in stmt.names if a.name.split(".")[0] not in IMPORT_ROOTS]
         elif isinstance(stmt, ast.ImportFrom):
-            bad = [] if stmt.level == 1 or (stmt.module or "").split(".")[0] in IMPORT_ROOTS else [stmt.module]
+            bad = (
+                [] if stmt.level == 1 or (stmt.module or "").split(".")[0] in IMPORT_ROOTS else [stmt.module]
+            )
         elif isinstance(stmt, ast.Assign):
-            ok = (len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
-                  and stmt.targets[0].id == "__all__" and isinstance(stmt.value, (ast.List, ast.Tuple))
-                  and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in stmt.value.elts))
+            ok = (
+                len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+                and stmt.targets[0].id == "__all__"
+                and isinstance(stmt.value, (ast.List, ast.Tuple))
+                and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in stmt.value.elts)
+            )
             bad = [] if ok else [ast.dump(stmt)[:120]]
         elif isinstance(stmt, ast.FunctionDef):
             bad = [] if stmt.name in (spec_name, "_check") or stmt.name.startswith("_") else [stmt.name]
@@ -360,7 +390,9 @@ def test_free_text_stays_text(path: Path, tmp_path):
         summary = _shown(yaml.safe_load(path.read_text(encoding="utf-8"))["summary"])
         first = _shown(ast.get_docstring(tree, clean=False).split("\n\n")[0])
         if first != _shown(f"{class_name}: {summary}"):
-            problems.append(f"{module.name}: the docstring starts {first!r}, not with the summary {summary!r}")
+            problems.append(
+                f"{module.name}: the docstring starts {first!r}, not with the summary {summary!r}"
+            )
         for t in texts:
             if _shown(t) not in docs:
                 problems.append(f"{module.name}: the docstrings do not hold the spec text {_shown(t)!r}")

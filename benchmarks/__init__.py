@@ -1,0 +1,14 @@
+"""Performance benchmark of the generated losses against the frameworks' built-ins.
+
+``python -m benchmarks`` (from the repository root, with the venv's python) times
+forward+backward of every generated loss that has a MindSpore or Paddle built-in
+counterpart, in eager and compiled mode, next to the built-in, a hand-written
+version (Huber, focal) and the ``(x - y).sum()`` floor, measures peak memory and the
+compiler's own wall time, and writes docs/benchmarks.json and docs/benchmarks.md.
+``--quick`` runs a small smoke version (and writes nothing unless ``--out`` is given).
+
+Modules: :mod:`.cases` (inputs and which contenders exist), :mod:`.ms_impl` and
+:mod:`.pd_impl` (the contender functions), :mod:`.timing` (the harness),
+:mod:`.memory` (peak memory, one forked child per contender), :mod:`.compiler`
+(losscc wall time), :mod:`.report` (targets, JSON and Markdown).
+"""
