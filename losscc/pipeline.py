@@ -16,7 +16,7 @@ from .backends import Backend
 from .formula import formula_text
 from .lower import Block, Lowered, Lowerer, canonical_shape, plain_shape
 from .parse import Program, TType, build_program
-from .rewrites import Fired, guard_branches, guard_gradients, optimize
+from .rewrites import Fired, guard_branches, guard_gradients, optimize, split_sqrt_products
 from .spec import Spec
 
 
@@ -50,6 +50,11 @@ def prepare(spec: Spec) -> Prepared:
     loss = optimize(prog.loss, memo=memo, fired=fired)
     dens = {k: (optimize(v, memo=memo, fired=fired) if v is not None else None)
             for k, v in prog.denominators.items()}
+    smemo: dict = {}
+    loss = split_sqrt_products(loss, prog, fired, smemo)
+    dens = {k: (split_sqrt_products(v, prog, fired, smemo) if v is not None else None) for k, v in dens.items()}
+    for old, new in list(memo.items()):
+        memo[old] = smemo.get(new, new)
     gmemo: dict = {}
     bmemo: dict = {}
     loss = guard_branches(guard_gradients(loss, prog, fired, gmemo), prog, fired, bmemo)

@@ -113,6 +113,14 @@ def _expm1(e):
     return None
 
 
+def _sqrt_product(e):
+    if isinstance(e, sp.Pow) and abs(e.args[1]) == sp.Rational(1, 2) and isinstance(e.args[0], sp.Mul):
+        factors = e.args[0].args
+        if len(factors) > 1 and not any(f.is_Number for f in factors):
+            return sp.Mul(*[sp.Pow(f, e.args[1]) for f in factors])
+    return None
+
+
 STABILITY = (
     Rewrite("softmax-as-exp-log-softmax", "softmax(x) = exp(log_softmax(x)), so log and 1 - p stay accurate",
             _softmax_as_exp),
@@ -124,6 +132,8 @@ STABILITY = (
     Rewrite("log1p", "log(1 + x) loses x when |x| is small; log1p(x) does not", _log1p),
     Rewrite("expm1", "exp(x) - 1 cancels near 0; expm1(x) does not", _expm1),
 )
+# Rules that need the program (range analysis) run as their own passes below:
+# sqrt-of-product (split_sqrt_products), guard-untaken-branch, gradient-guard-pow.
 
 
 def optimize(expr: sp.Expr, rules=STABILITY, memo: dict | None = None,
@@ -311,10 +321,26 @@ def _pow_guard(e, prog):
     return ir.Where(pos, sp.Pow(ir.Where(pos, base, 1), ex), sp.Pow(ir.StopGradient(base), ex))
 
 
-GRADIENT_GUARDS = (
-    Rewrite("gradient-guard-pow", "x**g with g < 1 (or sqrt) has an infinite derivative at x = 0; "
-            "keep the value, use derivative 0 there", None),
-)
+def split_sqrt_products(expr, prog, fired: list | None = None, memo: dict | None = None):
+    """sqrt(a * b) -> sqrt(a) * sqrt(b) where every factor is provably non-negative."""
+    fired = [] if fired is None else fired
+    memo = {} if memo is None else memo
+
+    def visit(e):
+        if e in memo:
+            return memo[e]
+        if e.is_Atom:
+            return e
+        args = tuple(visit(a) for a in e.args)
+        cur = e.func(*args) if args != e.args else e
+        new = _sqrt_product(cur)
+        if new is not None and all(is_nonneg(f, prog) for f in cur.args[0].args):
+            fired.append(Fired("sqrt-of-product", cur, new))
+            cur = new
+        memo[e] = cur
+        return cur
+
+    return visit(expr)
 
 
 def guard_gradients(expr, prog, fired: list | None = None, memo: dict | None = None):

@@ -21,9 +21,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     dot = sum(input1*input2, axis=D)
     total = sum(input1**2, axis=D)
     total_1 = sum(input2**2, axis=D)
-    norms = sqrt((9.999999960041972e-13 + total)*(9.999999960041972e-13 + total_1))
-    cos = dot/norms
-    loss = where(Eq(target, 1), 1 - dot/norms, max(0, -margin + cos))
+    cos = dot/(sqrt(9.999999960041972e-13 + total)*sqrt(9.999999960041972e-13 + total_1))
+    loss = where(Eq(target, 1), 1 - dot/(sqrt(9.999999960041972e-13 + total)*sqrt(9.999999960041972e-13 + total_1)), max(0, -margin + cos))
 """
 
 import mindspore as ms
@@ -66,8 +65,9 @@ def cosine_embedding(input1, input2, target, *, margin=0.0, reduction="mean"):
     dot = ops.sum(input1 * input2, -1, keepdim=True)
     total = ops.sum(input1**2, -1, keepdim=True)
     total_1 = ops.sum(input2**2, -1, keepdim=True)
-    norms = ops.sqrt((9.999999960041972e-13 + total) * (9.999999960041972e-13 + total_1))
-    cos = dot / norms
+    cos = dot / (
+        ops.sqrt(9.999999960041972e-13 + total) * ops.sqrt(9.999999960041972e-13 + total_1)
+    )
     t = cos - margin
     loss = ops.where(target == 1, 1 - cos, ops.where(t >= 0, t, 0))
     if reduction == "none":

@@ -21,9 +21,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     dot = sum(input1*input2, axis=D)
     total = sum(input1**2, axis=D)
     total_1 = sum(input2**2, axis=D)
-    norms = sqrt((9.999999960041972e-13 + total)*(9.999999960041972e-13 + total_1))
-    cos = dot/norms
-    loss = where(Eq(target, 1), 1 - dot/norms, max(0, -margin + cos))
+    cos = dot/(sqrt(9.999999960041972e-13 + total)*sqrt(9.999999960041972e-13 + total_1))
+    loss = where(Eq(target, 1), 1 - dot/(sqrt(9.999999960041972e-13 + total)*sqrt(9.999999960041972e-13 + total_1)), max(0, -margin + cos))
 """
 
 import paddle
@@ -67,8 +66,9 @@ def cosine_embedding(input1, input2, target, *, margin=0.0, reduction="mean"):
     dot = paddle.sum(input1 * input2, axis=-1, keepdim=True)
     total = paddle.sum(input1**2, axis=-1, keepdim=True)
     total_1 = paddle.sum(input2**2, axis=-1, keepdim=True)
-    norms = paddle.sqrt((9.999999960041972e-13 + total) * (9.999999960041972e-13 + total_1))
-    cos = dot / norms
+    cos = dot / (
+        paddle.sqrt(9.999999960041972e-13 + total) * paddle.sqrt(9.999999960041972e-13 + total_1)
+    )
     t = cos - margin
     loss = paddle.where(target == 1, 1 - cos, paddle.where(t >= 0, t, paddle.full_like(t, 0)))
     if reduction == "none":
