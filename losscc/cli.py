@@ -46,6 +46,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.debug:
+        import os
+
+        os.environ["LOSSCC_DEBUG"] = "1"
     try:
         return _run(args)
     except SpecError as exc:

@@ -134,6 +134,16 @@ def compile_spec(spec: Spec, backend: Backend, prepared=None) -> str:
     return render_module(low, spec.path, written, module_context(spec, backend))
 
 
+def internal_error(spec: Spec, exc: Exception) -> Diagnostic:
+    """A compiler bug met while compiling a spec: reported like any problem (exit 2, no
+    traceback unless --debug), naming the spec, so a hostile spec cannot crash the run."""
+    if os.environ.get("LOSSCC_DEBUG"):
+        raise exc
+    text = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
+    return Diagnostic(spec.name_loc, "E900", f"internal compiler error ({type(exc).__name__}: {text}); "
+                      "please report it with this spec")
+
+
 def _cache_key(spec: Spec) -> str:
     return hashlib.sha256(f"{spec.source_sha256}:{__version__}".encode()).hexdigest()
 
@@ -149,14 +159,18 @@ def render_tree(specs: list[Spec], backends: tuple[Backend, ...] | None = None,
     for spec in specs:
         try:
             prepared[spec.name] = prepare(spec)
+            for backend in backends:
+                files[f"{backend.name}/{spec.name}.py"] = compile_spec(spec, backend, prepared[spec.name])
         except SpecError as exc:
             problems += exc.diagnostics
+        except (ArithmeticError, AttributeError, IndexError, KeyError, TypeError, ValueError,
+                RecursionError, NotImplementedError) as exc:
+            problems.append(internal_error(spec, exc))
     if problems:
         raise SpecError(problems)
     for backend in backends:
         modules = []
         for spec in specs:
-            files[f"{backend.name}/{spec.name}.py"] = compile_spec(spec, backend, prepared[spec.name])
             modules.append((spec.name, f"{spec.name}, {spec.class_name}"))
         files[f"{backend.name}/__init__.py"] = render_init(backend.name, modules)
     return files

@@ -97,6 +97,12 @@ class FormulaPrinter(StrPrinter):
             out = f"where({self._print(p.cond)}, {self._print(p.expr)}, {out})"
         return out
 
+    def _print_Equality(self, e):
+        return f"{self._print(e.args[0])} == {self._print(e.args[1])}"
+
+    def _print_Unequality(self, e):
+        return f"{self._print(e.args[0])} != {self._print(e.args[1])}"
+
     def _print_Where(self, e):
         return "where(" + ", ".join(self._print(a) for a in e.args) + ")"
 

@@ -277,6 +277,9 @@ class Lowerer:
             return self.where(c, a, b2), ATOM
         if isinstance(e, sp.Rel):
             return self.relation(e)
+        if isinstance(e, sp.ITE):  # SymPy's form of "condition on a where"
+            c, a, b2 = e.args
+            return self.op("where", c=self.value(c), x=self.value(a), y=self.value(b2)), ATOM
         if isinstance(e, sp.And):
             return self.fold("and", e.args), ATOM
         if isinstance(e, sp.Or):

@@ -232,7 +232,7 @@ def _infer(expr: sp.Expr, prog: Program) -> TType:
         return TType("float", _union([args[0].axes, (expr.args[1].name,)], prog.axes))
     if isinstance(expr, ir.Item):
         return TType("float", (), grad=True)
-    if isinstance(expr, (sp.Rel, sp.And, sp.Or, sp.Not)):
+    if isinstance(expr, (sp.Rel, sp.And, sp.Or, sp.Not, sp.ITE)):
         return TType("bool", _union([a.axes for a in args], prog.axes))
     if isinstance(expr, sp.Piecewise):
         vals = [type_of(e, prog) for e, _ in expr.args]
@@ -344,7 +344,12 @@ class _Converter:
         method = getattr(self, "v_" + type(node).__name__, None)
         if method is None:
             raise _Fail(node, "E202", f"'{_describe(node)}' is not allowed in a formula")
-        e, t = method(node, depth + 1)
+        try:
+            e, t = method(node, depth + 1)
+        except (TypeError, ValueError, ZeroDivisionError, ArithmeticError) as exc:
+            # SymPy refuses some constant combinations (e.g. comparisons with zoo)
+            raise _Fail(node, "E203", f"cannot build this expression ({type(exc).__name__}: "
+                        f"{str(exc).strip().splitlines()[0][:80] if str(exc).strip() else 'invalid'})") from None
         if e.is_number and not e.has(ir.TensorOp):
             _check_constant(node, e)
         if isinstance(e, sp.Pow) and e.args[1].is_Number and abs(e.args[1]) > limits.MAX_EXPONENT:
@@ -452,7 +457,10 @@ class _Converter:
             ta, tb = vals[k][1], vals[k + 1][1]
             if (ta.dtype == "int" and ta.axes or tb.dtype == "int" and tb.axes) and rel not in (sp.Eq, sp.Ne):
                 raise _Fail(node, "E213", "integer tensors can only be compared with == or !=")
-            rels.append(rel(a, b, evaluate=False))
+            if a.is_number and b.is_number:  # a constant condition is decided now
+                rels.append(sp.true if bool(rel(a, b)) else sp.false)
+            else:
+                rels.append(rel(a, b, evaluate=False))
         e = rels[0] if len(rels) == 1 else sp.And(*rels)
         return self._t(e, TType("bool", self.union(*[t for _, t in vals])))
 
@@ -476,7 +484,9 @@ class _Converter:
             self.need_value(na, a[1])
             self.need_value(nb, b[1])
         t = TType("int" if ints else "float", self.union(c[1], a[1], b[1]), grad=a[1].grad or b[1].grad)
-        return self._t(sp.Piecewise((a[0], c[0]), (b[0], True)), t)
+        if c[0] is sp.true or c[0] is sp.false:
+            return a if c[0] is sp.true else b
+        return self._t(sp.Piecewise((a[0], c[0]), (b[0], True), evaluate=False), t)
 
     def v_Subscript(self, node, d):
         x, xt = self.visit(node.value, d)
@@ -603,7 +613,7 @@ class _Converter:
                 raise _Fail(args[-1], "E226", "the last Piecewise condition must be True (the otherwise branch)")
             t = TType("float", self.union(*[p[0][1] for p in pairs], *[p[1][1] for p in pairs]),
                       grad=any(p[0][1].grad for p in pairs))
-            e = sp.Piecewise(*[(v, c) for (v, _), (c, _) in pairs])
+            e = sp.Piecewise(*[(v, c) for (v, _), (c, _) in pairs], evaluate=False)
             if not isinstance(e, sp.Piecewise):
                 return self._t(e, t)
             return self._t(e, t)

@@ -278,7 +278,7 @@ class Evaluator:
                 c = ev(pair.cond)
                 out = np.where(np.asarray(c, dtype=bool), val, out) if isinstance(c, np.ndarray) else (val if c else out)
             return out
-        if isinstance(e, ir.Where):
+        if isinstance(e, (ir.Where, sp.ITE)):
             c, a, b = (ev(x) for x in e.args)
             return np.where(np.asarray(c, dtype=bool), a, b) if isinstance(c, np.ndarray) else (a if c else b)
         if isinstance(e, sp.Rel):
@@ -454,8 +454,9 @@ def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None 
     with mpmath.workdps(min(dps, max_dps) if max_dps else dps):
         ev = Evaluator(prog, inputs, params, learnable)
         base = ev.run()
-        values = {k: (np.array(v, dtype=object).astype(float) if isinstance(v, np.ndarray) else float(v))
-                  for k, v in base.items()}
+        with np.errstate(over="ignore"):  # beyond float64: inf, compared as such
+            values = {k: (np.array(v, dtype=object).astype(float) if isinstance(v, np.ndarray) else float(v))
+                      for k, v in base.items()}
         grads, kinks = {}, {}
         names = grad_of if grad_of is not None else [
             i.name for i in prog.spec.inputs if i.dtype == "float" and inputs.get(i.name) is not None

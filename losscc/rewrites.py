@@ -136,6 +136,16 @@ STABILITY = (
 # sqrt-of-product (split_sqrt_products), guard-untaken-branch, gradient-guard-pow.
 
 
+def rebuild(e, args):
+    """e with new arguments; Piecewise is not re-simplified (SymPy would fold nested ones and
+    rewrite conditions, sometimes into forms that are not expressions)."""
+    if isinstance(e, sp.Piecewise):
+        return sp.Piecewise(*args, evaluate=False)
+    if isinstance(e, sp.functions.elementary.piecewise.ExprCondPair):
+        return sp.functions.elementary.piecewise.ExprCondPair(*args)
+    return e.func(*args)
+
+
 def optimize(expr: sp.Expr, rules=STABILITY, memo: dict | None = None,
              fired: list[Fired] | None = None) -> sp.Expr:
     """Apply `rules` bottom-up until none fires; memoised, so shared subtrees are visited once."""
@@ -148,7 +158,7 @@ def optimize(expr: sp.Expr, rules=STABILITY, memo: dict | None = None,
             return got
         if e.args and not isinstance(e, (sp.Symbol, sp.Number)):
             new_args = tuple(visit(a) for a in e.args)
-            cur = e.func(*new_args) if new_args != e.args else e
+            cur = rebuild(e, new_args) if new_args != e.args else e
         else:
             cur = e
         for _ in range(budget):
@@ -260,7 +270,7 @@ def _guard_under(e, cond, prog, memo, fired):
         return ir.Where(cond, arg, 1)
 
     args = [_guard_under(a, cond, prog, memo, fired) for a in e.args]
-    out = e.func(*args) if tuple(args) != e.args else e
+    out = rebuild(e, tuple(args)) if tuple(args) != e.args else e
     new = out
     if isinstance(out, sp.log) or isinstance(out, sp.Pow) and out.args[1].is_Number and (
             out.args[1].is_negative or not out.args[1].is_Integer):
@@ -287,7 +297,7 @@ def guard_branches(expr, prog, fired: list | None = None, memo: dict | None = No
         if e.is_Atom:
             return e
         args = tuple(visit(a) for a in e.args)
-        cur = e.func(*args) if args != e.args else e
+        cur = rebuild(e, args) if args != e.args else e
         if isinstance(cur, sp.Piecewise) and not any(_static_cond(p.cond, prog) for p in cur.args):
             pairs, previous = [], []
             for p in cur.args:
@@ -297,7 +307,7 @@ def guard_branches(expr, prog, fired: list | None = None, memo: dict | None = No
                 else:
                     pairs.append((_guard_under(p.expr, cond, prog, inner, fired), p.cond))
                 previous.append(p.cond)
-            cur = sp.Piecewise(*pairs)
+            cur = sp.Piecewise(*pairs, evaluate=False)
         memo[e] = cur
         return cur
 
@@ -332,7 +342,7 @@ def split_sqrt_products(expr, prog, fired: list | None = None, memo: dict | None
         if e.is_Atom:
             return e
         args = tuple(visit(a) for a in e.args)
-        cur = e.func(*args) if args != e.args else e
+        cur = rebuild(e, args) if args != e.args else e
         new = _sqrt_product(cur)
         if new is not None and all(is_nonneg(f, prog) for f in cur.args[0].args):
             fired.append(Fired("sqrt-of-product", cur, new))
@@ -353,7 +363,7 @@ def guard_gradients(expr, prog, fired: list | None = None, memo: dict | None = N
         if e.is_Atom:
             return e
         args = tuple(visit(a) for a in e.args)
-        cur = e.func(*args) if args != e.args else e
+        cur = rebuild(e, args) if args != e.args else e
         new = _pow_guard(cur, prog)
         if new is not None:
             fired.append(Fired("gradient-guard-pow", cur, new))

@@ -109,7 +109,7 @@ def test_generated_files_are_self_contained_and_formatted():
             text = path.read_text()
             assert text.endswith("\n") and not text.endswith("\n\n"), path
             assert "\r" not in text and "\t" not in text, path
-            assert all(len(line) <= 120 for line in text.splitlines()), path
+            assert all(len(line) <= 110 for line in text.splitlines()), path
             assert all(line == line.rstrip() for line in text.splitlines()), path
             tree = ast.parse(text)
             for node in ast.walk(tree):

@@ -15,7 +15,7 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     d = abs(input - target)
-    t = beta > d
+    t = d < beta
     loss = where(t, 0.5*d**2*where(t, beta, 1)**(-1), -0.5*beta + d)
 """
 

@@ -10,7 +10,8 @@ pos_weight along the last (class) axis; 'mean' divides by the number of elements
 
 Formula, as written in the spec::
 
-    loss = -weight * (pos_weight * target * log(sigmoid(input)) + (1 - target) * log(1 - sigmoid(input)))
+    loss = -weight * (pos_weight * target * log(sigmoid(input)) + (1 - target) * log(1 -
+        sigmoid(input)))
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 

@@ -16,7 +16,7 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     d = abs(input - target)
-    loss = weight*where(delta > d, 0.5*d**2, delta*(-0.5*delta + d))
+    loss = weight*where(d < delta, 0.5*d**2, delta*(-0.5*delta + d))
 """
 
 import paddle
