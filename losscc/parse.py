@@ -136,6 +136,18 @@ def build_program(spec: Spec) -> Program:
         out.error(last.loc.line, last.loc.col, "E104",
                   f"formula exceeds the limit 'tree' ({limits.MAX_TREE} nodes after inlining the bindings)")
         out.raise_if_errors()
+    clip = spec.guards.get("clip")
+    if clip:
+        # guards: {clip: c} limits every unbounded float input to [-c, c] (logit clipping)
+        sub = {symbols[i.name]: ir.Clip(symbols[i.name], -sp.Float(clip), sp.Float(clip)) for i in spec.inputs
+               if i.dtype == "float" and not i.optional and i.domain.lo is None and i.domain.hi is None
+               and not i.domain.is_set}
+        bound = [(n, e.xreplace(sub)) for n, e in bound]
+        for old, new in sub.items():
+            types[new] = types[old]
+        scratch = Program(spec, axes, variadic, symbols, (), bound[-1][1], {}, types)
+        for _, e in bound:
+            type_of(e, scratch)
     loss_name, loss = bound[-1]
     lt = types[loss]
     last = spec.bindings[-1]

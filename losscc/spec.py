@@ -323,7 +323,7 @@ TOP_FIELDS = ("name", "summary", "description", "inputs", "params", "learnable",
 INPUT_FIELDS = ("dtype", "shape", "domain", "optional", "default", "ignore", "broadcast", "doc")
 PARAM_FIELDS = ("default", "min", "max", "doc")
 LEARNABLE_FIELDS = ("shape", "init", "doc")
-GUARD_FIELDS = ("eps", "clip")
+GUARD_FIELDS = ("clip",)
 BUILTIN_REDUCTIONS = ("none", "mean", "sum")
 
 

@@ -59,3 +59,21 @@ def test_extreme_inputs_eager(spec):
     for row in rows:
         assert row.cases > 0
         assert row.ok, f"{row.backend}: {row.failures}"
+
+
+def test_clip_guard_limits_logits(tmp_path):
+    text = NAIVE_FOCAL.replace("name: naive_focal", "name: clipped").replace(
+        "formula: |", "guards: {clip: 50}\nformula: |")
+    spec = spec_from_text(text, "clipped.yaml")
+    path = tmp_path / "clipped.py"
+    path.write_text(compile_spec(spec, get("paddle")))
+    assert "paddle.clip(logits" in path.read_text()
+    mod = verify.load_module(path, "clipped_paddle")
+    logits = np.array([[1e4, -1e4, 0.0], [80.0, -80.0, 0.0]])
+    case = CaseData("clip", "test", {"logits": logits, "label": np.array([1, 1])}, {}, from_reference=True)
+    exp_vals, exp_grads, _ = verify.expectations(build_program(spec), case)
+    vals, grads = verify.RUNNERS["paddle"]().run(mod, spec, case, "float64", "eager", ["none"])
+    np.testing.assert_allclose(vals["none"], exp_vals["none"], rtol=1e-10, atol=1e-12)
+    # both rows clip to +-50, so they have the same loss; the gradient stops beyond the clip
+    assert vals["none"][0] == pytest.approx(vals["none"][1], rel=1e-12)
+    assert grads["logits"][0, 0] == 0.0 and grads["logits"][0, 1] == 0.0
