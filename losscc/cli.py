@@ -71,6 +71,12 @@ def _run(args) -> int:
         problems: list = []
         specs = emit.load_all(emit.find_specs(args.specs), problems)
         files = emit.render_tree(specs, problems=problems)
+        from .lint import continuity
+        from .parse import build_program
+
+        for spec in specs:
+            for w in continuity(build_program(spec)):
+                print(w.format(), file=sys.stderr)
         out = Path(args.output)
         if args.command == "generate":
             try:

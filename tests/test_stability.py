@@ -77,3 +77,31 @@ def test_clip_guard_limits_logits(tmp_path):
     # both rows clip to +-50, so they have the same loss; the gradient stops beyond the clip
     assert vals["none"][0] == pytest.approx(vals["none"][1], rel=1e-12)
     assert grads["logits"][0, 0] == 0.0 and grads["logits"][0, 1] == 0.0
+
+
+HUBER = """
+name: h
+summary: Huber.
+inputs:
+  input: {dtype: float, shape: [N]}
+  target: {dtype: float, shape: [N]}
+params:
+  delta: {default: 1.0, min: 0}
+formula: |
+  d = abs(input - target)
+  loss = where(d < delta, 0.5 * d**2, LINEAR)
+"""
+
+
+def test_continuity_lint():
+    from losscc.lint import continuity
+
+    def warnings(linear):
+        return [w.format() for w in continuity(build_program(spec_from_text(HUBER.replace("LINEAR", linear), "h.yaml")))]
+
+    assert warnings("delta * (d - 0.5 * delta)") == []                      # Huber is C1
+    jump = warnings("delta * d")                                             # wrong linear branch
+    assert len(jump) == 1 and "h.yaml:11:10: warning: the loss is discontinuous at abs(input - target) = delta" in jump[0]
+    kink = warnings("delta * (2 * d - 1.5 * delta)")                          # value matches, slope does not
+    assert len(kink) == 1 and "the first derivative jumps at abs(input - target) = delta" in kink[0]
+    assert "[W302]" in kink[0]
