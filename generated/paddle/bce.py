@@ -57,10 +57,10 @@ def bce(input, target, weight=None, *, reduction="mean"):
     dtype = input.dtype
     if weight is None:
         weight = paddle.full((), 1.0, dtype=dtype)
-    p = input.detach()
+    p = paddle.assign(input).detach()
     t = (1 - p) * p
     t_1 = paddle.where(t >= 9.999999960041972e-13, t, paddle.full_like(t, 9.999999960041972e-13))
-    slope = (weight * (p - target) / t_1).detach()
+    slope = paddle.assign((weight * (p - target) / t_1)).detach()
     t_2 = paddle.log(p)
     t_3 = -p
     t_4 = paddle.log1p(t_3)

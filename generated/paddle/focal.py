@@ -65,7 +65,7 @@ def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
     log_probs = logits - paddle.logsumexp(logits, axis=-1, keepdim=True)
     picked = paddle.take_along_axis(log_probs, label, axis=-1)
     t = -paddle.expm1(picked)
-    frozen = t.detach()
+    frozen = paddle.assign(t).detach()
     t_1 = t > 0
     t_2 = paddle.where(t_1, paddle.where(t_1, t, paddle.full_like(t, 1)) ** gamma, frozen**gamma)
     loss = -(alpha * picked * t_2)

@@ -56,7 +56,7 @@ def gaussian_nll(input, target, var, *, full=False, eps=1e-06, reduction="mean")
     dtype = input.dtype
     eps = paddle.full([], eps, dtype=dtype)
     var = paddle.reshape(var, tuple(var.shape) + (1,) * (input.ndim - var.ndim))
-    frozen = (paddle.where(var >= eps, var, eps) - var).detach()
+    frozen = paddle.assign((paddle.where(var >= eps, var, eps) - var)).detach()
     v = var + frozen
     loss = (
         0.5 * paddle.log(v)

@@ -82,7 +82,7 @@ def sigmoid_focal(logit, label, *, alpha=0.25, gamma=2.0, reduction="sum"):
     bce = label * _softplus(t_1) + t * _softplus(logit)
     p = F.sigmoid(logit)
     t_2 = 1 - label * p - t * F.sigmoid(t_1)
-    frozen = t_2.detach()
+    frozen = paddle.assign(t_2).detach()
     t_3 = t_2 > 0
     t_4 = paddle.where(
         t_3, paddle.where(t_3, t_2, paddle.full_like(t_2, 1)) ** gamma, frozen**gamma

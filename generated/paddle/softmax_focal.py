@@ -67,7 +67,7 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
     log_probs = input - paddle.logsumexp(input, axis=-1, keepdim=True)
     picked_1 = paddle.take_along_axis(log_probs, target, axis=-1)
     t = -paddle.expm1(picked_1)
-    frozen = t.detach()
+    frozen = paddle.assign(t).detach()
     t_1 = t > 0
     t_2 = paddle.where(t_1, paddle.where(t_1, t, paddle.full_like(t, 1)) ** gamma, frozen**gamma)
     loss = -(picked * picked_1 * t_2)

@@ -39,7 +39,8 @@ BACKEND = Backend(
         "take_along_axis": "paddle.take_along_axis({x}, {index}, axis={axis})",
         "lookup": "paddle.take({x}, {index})",
         "broadcast_to": "paddle.broadcast_to({x}, {shape})",
-        "stop_gradient": "{x}.detach()",
+        # a copy: a detached alias shares storage, which to_static's backward may reuse
+        "stop_gradient": "paddle.assign({x}).detach()",
         "cast": "paddle.cast({x}, {dtype})",
         "reshape": "paddle.reshape({x}, {shape})",
         "zeros_like": "paddle.zeros_like({x})",
