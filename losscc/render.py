@@ -92,11 +92,19 @@ def normalise(text: str, code: bool = True) -> str:
     return text
 
 
+def version_line() -> str:
+    """losscc's version and those of the libraries that shape the output (check ignores it)."""
+    import black
+    import sympy
+
+    return f"{__version__} (sympy {sympy.__version__}, jinja2 {jinja2.__version__}, black {black.__version__})"
+
+
 def render_module(low: Lowered, spec_display: str, formula_written: list[str], context: dict) -> str:
     env = environment()
     tmpl = env.get_template(f"{low.backend.name}/{low.backend.template}")
     text = tmpl.render(
-        low=low, spec=low.spec, source=spec_display, version=__version__,
+        low=low, spec=low.spec, source=spec_display, version=version_line(),
         written=formula_written, **context,
     )
     return normalise(text)
@@ -105,4 +113,4 @@ def render_module(low: Lowered, spec_display: str, formula_written: list[str], c
 def render_init(backend_name: str, modules: list[tuple[str, str]]) -> str:
     env = environment()
     tmpl = env.get_template("init.py.j2")
-    return normalise(tmpl.render(backend=backend_name, modules=modules, version=__version__))
+    return normalise(tmpl.render(backend=backend_name, modules=modules, version=version_line()))
