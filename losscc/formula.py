@@ -19,6 +19,8 @@ class FormulaPrinter(StrPrinter):
     def _print(self, expr, **kwargs):
         if expr in self.names:
             return self.names[expr]
+        if isinstance(expr, sp.Mul) and expr.could_extract_minus_sign() and -expr in self.names:
+            return "-" + self.names[-expr]
         return super()._print(expr, **kwargs)
 
     def parenthesize(self, item, level, strict=False):

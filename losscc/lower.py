@@ -212,7 +212,7 @@ class Lowerer:
         shared = self.uses.get(expr, 0) > 1 and not expr.is_Atom and not isinstance(expr, (ir.Size,))
         named = expr in self.names
         tensor_op = isinstance(expr, ir.TensorOp) and not isinstance(expr, (ir.Size, ir.Item))
-        if named or (shared and prec < ATOM or shared and "(" in code) or tensor_op or len(code) > 72:
+        if named or (shared and prec < ATOM or shared and "(" in code) or tensor_op or len(code) > 90:
             if not (prec == ATOM and code.isidentifier()):
                 var = self.fresh(self.names.get(expr) or _hint(expr))
                 self.stmts.append(f"{var} = {code}")

@@ -19,11 +19,10 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     p = stop_gradient(input)
-    t_1 = weight*(-target + p)/max(9.999999960041972e-13, (1 - p)*p)
-    slope = stop_gradient(t_1)
-    t_3 = -p
-    t_5 = target*max(-100, log(p)) + (1 - target)*max(-100, log1p(t_3))
-    loss = (input + t_3)*slope - weight*t_5
+    slope = stop_gradient(weight*(-target + p)/max(9.999999960041972e-13, (1 - p)*p))
+    t_2 = -p
+    t_4 = target*max(-100, log(p)) + (1 - target)*max(-100, log1p(t_2))
+    loss = (input + t_2)*slope - weight*t_4
 """
 
 import mindspore as ms
@@ -57,15 +56,16 @@ def bce(input, target, weight=None, *, reduction="mean"):
         weight = ops.full((), 1.0, dtype=dtype)
     p = ops.stop_gradient(input)
     t = (1 - p) * p
-    t_1 = weight * (p - target) / ops.where(t >= 9.999999960041972e-13, t, 9.999999960041972e-13)
-    slope = ops.stop_gradient(t_1)
-    t_2 = ops.log(p)
-    t_3 = -p
-    t_4 = ops.log1p(t_3)
-    t_5 = target * ops.where(t_2 >= -100, t_2, -100) + (1 - target) * ops.where(
-        t_4 >= -100, t_4, -100
+    slope = ops.stop_gradient(
+        (weight * (p - target) / ops.where(t >= 9.999999960041972e-13, t, 9.999999960041972e-13))
     )
-    loss = (input - p) * slope - weight * t_5
+    t_1 = ops.log(p)
+    t_2 = -p
+    t_3 = ops.log1p(t_2)
+    t_4 = target * ops.where(t_1 >= -100, t_1, -100) + (1 - target) * ops.where(
+        t_3 >= -100, t_3, -100
+    )
+    loss = (input - p) * slope - weight * t_4
     if reduction == "none":
         return loss
     if reduction == "sum":

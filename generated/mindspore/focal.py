@@ -20,7 +20,6 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     t = -expm1(picked)
     frozen = stop_gradient(t)
     t_1 = t > 0
-    t_2 = alpha*picked*where(t_1, where(t_1, t, 1)**gamma, frozen**gamma)
     loss = -alpha*picked*where(t_1, where(t_1, t, 1)**gamma, frozen**gamma)
 """
 
@@ -66,8 +65,7 @@ def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
     t = -ops.expm1(picked)
     frozen = ops.stop_gradient(t)
     t_1 = t > 0
-    t_2 = alpha * picked * ops.where(t_1, ops.where(t_1, t, 1) ** gamma, frozen**gamma)
-    loss = -t_2
+    loss = -(alpha * picked * ops.where(t_1, ops.where(t_1, t, 1) ** gamma, frozen**gamma))
     if reduction == "none":
         return ops.reshape(loss, (N,))
     if reduction == "sum":

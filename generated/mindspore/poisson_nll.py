@@ -18,8 +18,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
     nll = where(log_input, -input*target + exp(input), input - target*log(eps + input))
     t = target > 1
-    lg = log(where(t, 2*pi*target, 1))
-    stirling = where(t, -target + 0.5*lg + target*log(where(t, target, 1)), 0)
+    t_1 = -target + 0.5*log(where(t, 2*pi*target, 1)) + target*log(where(t, target, 1))
+    stirling = where(t, t_1, 0)
     loss = nll + where(full, stirling, 0)
 """
 
@@ -58,8 +58,12 @@ def poisson_nll(input, target, *, log_input=True, full=False, eps=1e-08, reducti
     eps = ms.Tensor(eps, dtype)
     nll = ops.exp(input) - input * target if log_input else input - target * ops.log(eps + input)
     t = target > 1
-    lg = ops.log(ops.where(t, 2 * ms.Tensor(3.141592653589793, dtype) * target, 1))
-    stirling = ops.where(t, 0.5 * lg + target * ops.log(ops.where(t, target, 1)) - target, 0)
+    t_1 = (
+        0.5 * ops.log(ops.where(t, 2 * ms.Tensor(3.141592653589793, dtype) * target, 1))
+        + target * ops.log(ops.where(t, target, 1))
+        - target
+    )
+    stirling = ops.where(t, t_1, 0)
     loss = nll + (stirling if full else 0)
     if reduction == "none":
         return loss

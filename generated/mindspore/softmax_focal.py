@@ -20,7 +20,6 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     t = -expm1(picked_1)
     frozen = stop_gradient(t)
     t_1 = t > 0
-    t_2 = picked*picked_1*where(t_1, where(t_1, t, 1)**gamma, frozen**gamma)
     loss = -picked*picked_1*where(t_1, where(t_1, t, 1)**gamma, frozen**gamma)
 """
 
@@ -68,8 +67,7 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
     t = -ops.expm1(picked_1)
     frozen = ops.stop_gradient(t)
     t_1 = t > 0
-    t_2 = picked * picked_1 * ops.where(t_1, ops.where(t_1, t, 1) ** gamma, frozen**gamma)
-    loss = -t_2
+    loss = -(picked * picked_1 * ops.where(t_1, ops.where(t_1, t, 1) ** gamma, frozen**gamma))
     if reduction == "none":
         return ops.reshape(loss, (N,))
     if reduction == "sum":

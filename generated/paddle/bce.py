@@ -19,12 +19,11 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     p = stop_gradient(input)
-    t_1 = max(9.999999960041972e-13, (1 - p)*p)
-    slope = stop_gradient(weight*(-target + p)/t_1)
+    t_1 = weight*(-target + p)/max(9.999999960041972e-13, (1 - p)*p)
+    slope = stop_gradient(t_1)
     t_3 = -p
-    t_5 = (1 - target)*max(-100, log1p(t_3))
-    t_6 = target*max(-100, log(p)) + t_5
-    loss = (input + t_3)*slope - weight*t_6
+    t_5 = target*max(-100, log(p)) + (1 - target)*max(-100, log1p(t_3))
+    loss = (input + t_3)*slope - weight*t_5
 """
 
 import paddle
@@ -59,14 +58,19 @@ def bce(input, target, weight=None, *, reduction="mean"):
         weight = paddle.full((), 1.0, dtype=dtype)
     p = paddle.assign(input).detach()
     t = (1 - p) * p
-    t_1 = paddle.where(t >= 9.999999960041972e-13, t, paddle.full_like(t, 9.999999960041972e-13))
-    slope = paddle.assign((weight * (p - target) / t_1)).detach()
+    t_1 = (
+        weight
+        * (p - target)
+        / paddle.where(t >= 9.999999960041972e-13, t, paddle.full_like(t, 9.999999960041972e-13))
+    )
+    slope = paddle.assign(t_1).detach()
     t_2 = paddle.log(p)
     t_3 = -p
     t_4 = paddle.log1p(t_3)
-    t_5 = (1 - target) * paddle.where(t_4 >= -100, t_4, paddle.full_like(t_4, -100))
-    t_6 = target * paddle.where(t_2 >= -100, t_2, paddle.full_like(t_2, -100)) + t_5
-    loss = (input - p) * slope - weight * t_6
+    t_5 = target * paddle.where(t_2 >= -100, t_2, paddle.full_like(t_2, -100)) + (
+        1 - target
+    ) * paddle.where(t_4 >= -100, t_4, paddle.full_like(t_4, -100))
+    loss = (input - p) * slope - weight * t_5
     if reduction == "none":
         return loss
     if reduction == "sum":

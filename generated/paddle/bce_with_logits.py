@@ -15,8 +15,7 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    t = -(1 - target)*softplus(input) - pos_weight*target*softplus(-input)
-    loss = -weight*t
+    loss = -weight*(-(1 - target)*softplus(input) - pos_weight*target*softplus(-input))
 """
 
 import paddle
@@ -64,8 +63,9 @@ def bce_with_logits(input, target, weight=None, pos_weight=None, *, reduction="m
         weight = paddle.full((), 1.0, dtype=dtype)
     if pos_weight is None:
         pos_weight = paddle.full((C,), 1.0, dtype=dtype)
-    t = -((1 - target) * _softplus(input)) - pos_weight * target * _softplus(-input)
-    loss = -(weight * t)
+    loss = -(
+        weight * (-((1 - target) * _softplus(input)) - pos_weight * target * _softplus(-input))
+    )
     if reduction == "none":
         return loss
     if reduction == "sum":

@@ -22,8 +22,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     total = sum(input1**2, axis=D)
     total_1 = sum(input2**2, axis=D)
     cos = dot/(sqrt(9.999999960041972e-13 + total)*sqrt(9.999999960041972e-13 + total_1))
-    loss = where(target == 1, 1 - dot/(sqrt(9.999999960041972e-13 +
-        total)*sqrt(9.999999960041972e-13 + total_1)), max(0, -margin + cos))
+    loss = where(target == 1, 1 - cos, max(0, -margin + cos))
 """
 
 import paddle

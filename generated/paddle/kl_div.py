@@ -16,8 +16,7 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     t = target > 0
-    t_1 = target*(-input + log(where(t, target, 1)))
-    plain = where(t, t_1, 0)
+    plain = where(t, target*(-input + log(where(t, target, 1))), 0)
     loss = where(log_target, (target - input)*exp(target), plain)
 """
 

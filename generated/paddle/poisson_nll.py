@@ -18,9 +18,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
     nll = where(log_input, -input*target + exp(input), input - target*log(eps + input))
     t = target > 1
-    t_2 = target*log(where(t, target, 1))
-    t_3 = -target + 0.5*log(where(t, 2*pi*target, 1)) + t_2
-    stirling = where(t, t_3, 0)
+    t_2 = -target + 0.5*log(where(t, 2*pi*target, 1)) + target*log(where(t, target, 1))
+    stirling = where(t, t_2, 0)
     loss = nll + where(full, stirling, 0)
 """
 
@@ -65,9 +64,12 @@ def poisson_nll(input, target, *, log_input=True, full=False, eps=1e-08, reducti
     )
     t = target > 1
     t_1 = 2 * paddle.full([], 3.141592653589793, dtype=dtype) * target
-    t_2 = target * paddle.log(paddle.where(t, target, paddle.full_like(target, 1)))
-    t_3 = 0.5 * paddle.log(paddle.where(t, t_1, paddle.full_like(t_1, 1))) + t_2 - target
-    stirling = paddle.where(t, t_3, paddle.full_like(t_3, 0))
+    t_2 = (
+        0.5 * paddle.log(paddle.where(t, t_1, paddle.full_like(t_1, 1)))
+        + target * paddle.log(paddle.where(t, target, paddle.full_like(target, 1)))
+        - target
+    )
+    stirling = paddle.where(t, t_2, paddle.full_like(t_2, 0))
     loss = nll + (stirling if full else 0)
     if reduction == "none":
         return loss

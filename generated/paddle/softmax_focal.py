@@ -20,8 +20,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     t = -expm1(picked_1)
     frozen = stop_gradient(t)
     t_1 = t > 0
-    t_2 = where(t_1, where(t_1, t, 1)**gamma, frozen**gamma)
-    loss = -picked*picked_1*t_2
+    t_2 = picked*picked_1*where(t_1, where(t_1, t, 1)**gamma, frozen**gamma)
+    loss = -t_2
 """
 
 import paddle
@@ -69,8 +69,12 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
     t = -paddle.expm1(picked_1)
     frozen = paddle.assign(t).detach()
     t_1 = t > 0
-    t_2 = paddle.where(t_1, paddle.where(t_1, t, paddle.full_like(t, 1)) ** gamma, frozen**gamma)
-    loss = -(picked * picked_1 * t_2)
+    t_2 = (
+        picked
+        * picked_1
+        * paddle.where(t_1, paddle.where(t_1, t, paddle.full_like(t, 1)) ** gamma, frozen**gamma)
+    )
+    loss = -t_2
     if reduction == "none":
         return paddle.reshape(loss, (N,))
     if reduction == "sum":

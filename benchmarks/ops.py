@@ -1,0 +1,139 @@
+"""``python -m benchmarks.ops``: forward+backward of single operators, for the operator table.
+
+Not part of ``python -m benchmarks`` (which does not run it); it backs the observations
+in benchmarks/notes.md with figures: how the spellings losscc could emit for the same
+operation (``d**2`` vs ``d*d`` vs square, ``x - logsumexp`` vs log_softmax, mean vs sum,
+where) compare, eager mode, float32, regression [4096, 1024] / logits [8192, 1000].
+Prints a Markdown table (median of 5 alternating rounds after one warm-up, ms).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("GLOG_minloglevel", "2")
+
+import numpy as np  # noqa: E402
+
+
+def _ms_cases():
+    import mindspore as ms
+    from mindspore import ops
+
+    def sq_pow(x):
+        return (x**2).sum()
+
+    def sq_mul(x):
+        return (x * x).sum()
+
+    def sq_square(x):
+        return ops.square(x).sum()
+
+    def red_mean(x):
+        return x.mean()
+
+    def red_sum(x):
+        return x.sum()
+
+    def sel_where(x):
+        return ops.where(x > 0, x, 0.5 * x).sum()
+
+    def sel_relu_like(x):
+        return ops.maximum(x, 0.5 * x).sum()
+
+    def abs_(x):
+        return ops.abs(x).sum()
+
+    def lsm_sub(z):
+        return (z - ops.logsumexp(z, -1, keepdim=True)).sum()
+
+    def lsm_op(z):
+        return ops.log_softmax(z, -1).sum()
+
+    def softmax(z):
+        return ops.softmax(z, -1).sum()
+
+    def softplus_where(x):
+        return (ops.where(x > 0, x, 0) + ops.log1p(ops.exp(-ops.abs(x)))).sum()
+
+    def softplus_op(x):
+        return ops.softplus(x).sum()
+
+    cases = [("x**2", sq_pow, "reg"), ("x*x", sq_mul, "reg"), ("ops.square(x)", sq_square, "reg"),
+             ("x.mean()", red_mean, "reg"), ("x.sum()", red_sum, "reg"), ("abs(x)", abs_, "reg"),
+             ("where(x>0, x, 0.5x)", sel_where, "reg"), ("maximum(x, 0.5x)", sel_relu_like, "reg"),
+             ("softplus via where+log1p(exp(-|x|))", softplus_where, "reg"), ("ops.softplus", softplus_op, "reg"),
+             ("z - logsumexp(z)", lsm_sub, "cls"), ("ops.log_softmax(z)", lsm_op, "cls"),
+             ("ops.softmax(z)", softmax, "cls")]
+    from mindspore.common.api import _pynative_executor as pe
+
+    def make(fn, arr):
+        t = ms.Tensor(arr)
+        vg = ms.value_and_grad(fn, grad_position=0)
+
+        def run():
+            vg(t)
+            pe.sync()
+
+        return run
+
+    return cases, make
+
+
+def _pd_cases():
+    import paddle
+    import paddle.nn.functional as F
+
+    cases = [("x**2", lambda x: (x**2).sum(), "reg"), ("x*x", lambda x: (x * x).sum(), "reg"),
+             ("paddle.square(x)", lambda x: paddle.square(x).sum(), "reg"),
+             ("x.mean()", lambda x: x.mean(), "reg"), ("x.sum()", lambda x: x.sum(), "reg"),
+             ("abs(x)", lambda x: paddle.abs(x).sum(), "reg"),
+             ("where(x>0, x, 0.5x)", lambda x: paddle.where(x > 0, x, 0.5 * x).sum(), "reg"),
+             ("maximum(x, 0.5x)", lambda x: paddle.maximum(x, 0.5 * x).sum(), "reg"),
+             ("softplus via where+log1p(exp(-|x|))",
+              lambda x: (paddle.where(x > 0, x, paddle.zeros_like(x)) + paddle.log1p(paddle.exp(-paddle.abs(x)))).sum(),
+              "reg"),
+             ("F.softplus", lambda x: F.softplus(x).sum(), "reg"),
+             ("z - logsumexp(z)", lambda z: (z - paddle.logsumexp(z, axis=-1, keepdim=True)).sum(), "cls"),
+             ("F.log_softmax(z)", lambda z: F.log_softmax(z, axis=-1).sum(), "cls"),
+             ("F.softmax(z)", lambda z: F.softmax(z, axis=-1).sum(), "cls")]
+
+    def make(fn, arr):
+        t = paddle.to_tensor(arr, stop_gradient=False)
+
+        def run():
+            paddle.grad([fn(t)], [t])
+
+        return run
+
+    return cases, make
+
+
+def main():
+    rng = np.random.default_rng(0)
+    arrays = {"reg": rng.standard_normal((4096, 1024), dtype=np.float32),
+              "cls": rng.standard_normal((8192, 1000), dtype=np.float32)}
+    fws = sys.argv[1:] or ["mindspore", "paddle"]
+    print("| framework | op | fwd+bwd ms |\n|---|---|---|")
+    for fw in ("mindspore", "paddle"):  # mindspore first: both ship libdnnl
+        if fw not in fws:
+            continue
+        cases, make = _ms_cases() if fw == "mindspore" else _pd_cases()
+        runs = [(name, make(fn, arrays[size])) for name, fn, size in cases]
+        for _, run in runs:
+            run()
+        samples = {name: [] for name, _ in runs}
+        for r in range(5):
+            for name, run in runs[r % len(runs):] + runs[: r % len(runs)]:
+                t0 = time.perf_counter()
+                run()
+                samples[name].append(1e3 * (time.perf_counter() - t0))
+        for name, _ in runs:
+            print(f"| {fw} | `{name}` | {statistics.median(samples[name]):.1f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
