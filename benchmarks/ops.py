@@ -3,7 +3,7 @@
 Not part of ``python -m benchmarks`` (which does not run it); it backs the observations
 in benchmarks/notes.md with figures: how the spellings losscc could emit for the same
 operation (``d**2`` vs ``d*d`` vs square, ``x - logsumexp`` vs log_softmax, mean vs sum,
-where) compare, eager mode, float32, regression [4096, 1024] / logits [8192, 1000].
+where, take_along_axis vs index_sample) compare, eager mode, float32, regression [4096, 1024] / logits [8192, 1000].
 Prints a Markdown table (median of 5 alternating rounds after one warm-up, ms).
 """
 
@@ -62,12 +62,17 @@ def _ms_cases():
     def softplus_op(x):
         return ops.softplus(x).sum()
 
+    lab = ms.Tensor(np.random.default_rng(1).integers(0, 1000, (8192, 1)).astype(np.int32))
+
+    def gather(z):
+        return ops.gather_elements(z, 1, lab).sum()
+
     cases = [("x**2", sq_pow, "reg"), ("x*x", sq_mul, "reg"), ("ops.square(x)", sq_square, "reg"),
              ("x.mean()", red_mean, "reg"), ("x.sum()", red_sum, "reg"), ("abs(x)", abs_, "reg"),
              ("where(x>0, x, 0.5x)", sel_where, "reg"), ("maximum(x, 0.5x)", sel_relu_like, "reg"),
              ("softplus via where+log1p(exp(-|x|))", softplus_where, "reg"), ("ops.softplus", softplus_op, "reg"),
              ("z - logsumexp(z)", lsm_sub, "cls"), ("ops.log_softmax(z)", lsm_op, "cls"),
-             ("ops.softmax(z)", softmax, "cls")]
+             ("ops.softmax(z)", softmax, "cls"), ("ops.gather_elements(z, 1, label)", gather, "cls")]
     from mindspore.common.api import _pynative_executor as pe
 
     def make(fn, arr):
@@ -87,6 +92,7 @@ def _pd_cases():
     import paddle
     import paddle.nn.functional as F
 
+    lab = paddle.to_tensor(np.random.default_rng(1).integers(0, 1000, (8192, 1)))
     cases = [("x**2", lambda x: (x**2).sum(), "reg"), ("x*x", lambda x: (x * x).sum(), "reg"),
              ("paddle.square(x)", lambda x: paddle.square(x).sum(), "reg"),
              ("x.mean()", lambda x: x.mean(), "reg"), ("x.sum()", lambda x: x.sum(), "reg"),
@@ -99,7 +105,9 @@ def _pd_cases():
              ("F.softplus", lambda x: F.softplus(x).sum(), "reg"),
              ("z - logsumexp(z)", lambda z: (z - paddle.logsumexp(z, axis=-1, keepdim=True)).sum(), "cls"),
              ("F.log_softmax(z)", lambda z: F.log_softmax(z, axis=-1).sum(), "cls"),
-             ("F.softmax(z)", lambda z: F.softmax(z, axis=-1).sum(), "cls")]
+             ("F.softmax(z)", lambda z: F.softmax(z, axis=-1).sum(), "cls"),
+             ("paddle.take_along_axis(z, label, 1)", lambda z: paddle.take_along_axis(z, lab, 1).sum(), "cls"),
+             ("paddle.index_sample(z, label)", lambda z: paddle.index_sample(z, lab).sum(), "cls")]
 
     def make(fn, arr):
         t = paddle.to_tensor(arr, stop_gradient=False)
