@@ -28,6 +28,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--diff", action="store_true", help="print a unified diff")
     e = sub.add_parser("explain", help="show the formula before and after rewrites")
     e.add_argument("spec")
+    for cmd in (g, c, e):
+        _eps_option(cmd)
     v = sub.add_parser("verify", help="run the generated code against high-precision references")
     v.add_argument("specs", nargs="*", default=["specs"])
     v.add_argument("--cases", action="append", default=[], metavar="FILE.json",
@@ -41,7 +43,23 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--extreme", action="store_true",
                    help="only the extreme-input suite (float32 unless --dtype): finite and correct")
     v.add_argument("-o", "--output", default="generated")
+    _eps_option(v)
     return p
+
+
+def _eps(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 <= v <= 0.1:
+        raise argparse.ArgumentTypeError(f"{text}: must be between 0 (no eps guard) and 0.1")
+    return v
+
+
+def _eps_option(cmd) -> None:
+    cmd.add_argument("--eps", type=_eps, default=None, metavar="E",
+                     help="eps guard for every spec, overriding guards.eps (0: none); recorded in the header")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,7 +87,7 @@ def _run(args) -> int:
 
     if args.command in ("generate", "check"):
         problems: list = []
-        specs = emit.load_all(emit.find_specs(args.specs), problems)
+        specs = emit.load_all(emit.find_specs(args.specs), problems, eps=args.eps)
         files = emit.render_tree(specs, problems=problems)
         from .lint import continuity
         from .parse import build_program
@@ -102,7 +120,7 @@ def _run(args) -> int:
         from .pipeline import explain
         from .spec import load_spec
 
-        sys.stdout.write(explain(load_spec(args.spec, emit.display_path(Path(args.spec)))))
+        sys.stdout.write(explain(emit.with_eps(load_spec(args.spec, emit.display_path(Path(args.spec))), args.eps)))
         return 0
     if args.command == "verify":
         from .verify import run_cli

@@ -9,6 +9,7 @@ in-memory output with the tree, ignoring only the ``losscc-version`` header line
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import fcntl
 import hashlib
@@ -47,16 +48,26 @@ def display_path(path: Path) -> str:
         return path.as_posix()
 
 
-def load_all(paths: list[Path], problems: list | None = None) -> list[Spec]:
+def with_eps(spec: Spec, eps: float | None) -> Spec:
+    """The spec under a global ``--eps`` (None: as written; 0: no eps guard at all)."""
+    if eps is None:
+        return spec
+    guards = {k: v for k, v in spec.guards.items() if k != "eps"}
+    if eps > 0:
+        guards["eps"] = float(eps)
+    return dataclasses.replace(spec, guards=guards, overrides=spec.overrides + (("eps", repr(float(eps))),))
+
+
+def load_all(paths: list[Path], problems: list | None = None, eps: float | None = None) -> list[Spec]:
     """Load and validate every spec.  With `problems` given, bad specs are left out and their
     diagnostics appended there (so later stages can still report the others' problems);
-    without it, any problem raises."""
+    without it, any problem raises.  `eps` is the global ``--eps`` override."""
     collect = problems is not None
     specs = []
     problems = [] if problems is None else problems
     for p in paths:
         try:
-            specs.append(load_spec(p, display_path(p)))
+            specs.append(with_eps(load_spec(p, display_path(p)), eps))
         except SpecError as exc:
             problems += exc.diagnostics
     names: dict[str, Spec] = {}
@@ -145,7 +156,7 @@ def internal_error(spec: Spec, exc: Exception) -> Diagnostic:
 
 
 def _cache_key(spec: Spec) -> str:
-    return hashlib.sha256(f"{spec.source_sha256}:{__version__}".encode()).hexdigest()
+    return hashlib.sha256(f"{spec.source_sha256}:{spec.overrides}:{__version__}".encode()).hexdigest()
 
 
 def render_tree(specs: list[Spec], backends: tuple[Backend, ...] | None = None,

@@ -46,6 +46,7 @@ class Lowered:
     helpers: list[str]
     formula_lines: list[str]             # the computed form, in the formula language
     call: dict = field(default_factory=dict)
+    restore: str | None = None           # cast of `result` back to the inputs' dtype (half precision)
 
 
 def _pos_expr(axis: str, prog: Program) -> str:

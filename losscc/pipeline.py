@@ -16,7 +16,8 @@ from .backends import Backend
 from .formula import formula_text
 from .lower import Block, Lowered, Lowerer, canonical_shape, plain_shape
 from .parse import Program, TType, build_program
-from .rewrites import Fired, guard_branches, guard_gradients, optimize, split_sqrt_products
+from .rewrites import (Fired, eps_candidates, guard_branches, guard_eps, guard_gradients, optimize,
+                       split_sqrt_products)
 from .spec import Spec
 
 
@@ -62,6 +63,13 @@ def prepare(spec: Spec) -> Prepared:
             for k, v in dens.items()}
     for old, new in list(memo.items()):
         memo[old] = bmemo.get(gmemo.get(new, new), gmemo.get(new, new))
+    eps = spec.guards.get("eps")
+    if eps:
+        emem: dict = {}
+        loss = guard_eps(loss, prog, eps, fired, emem)
+        dens = {k: (guard_eps(v, prog, eps, fired, emem) if v is not None else None) for k, v in dens.items()}
+        for old, new in list(memo.items()):
+            memo[old] = emem.get(new, new)
     if masks:
         cond = sp.And(*[m for _, m in masks]) if len(masks) > 1 else masks[0][1]
         loss = sp.Piecewise((loss, cond), (0, True))
@@ -87,7 +95,7 @@ def _taken(spec: Spec) -> set[str]:
     taken = {i.name for i in spec.inputs} | {p.name for p in spec.params}
     taken |= {lr.name for lr in spec.learnable} | {b.name for b in spec.bindings}
     taken |= {a.lstrip("*") for i in spec.inputs for a in i.shape}
-    taken |= {"dtype", "reduction", "ms", "ops", "nn", "paddle", "F", "self"}
+    taken |= {"dtype", "in_dtype", "half", "result", "reduction", "ms", "ops", "nn", "paddle", "F", "self"}
     return taken
 
 
@@ -189,6 +197,21 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
     if low.needs_dtype:
         first = next(i for i in spec.inputs if i.dtype == "float" and not i.optional)
         pre.insert(0, f"dtype = {low.op('dtype_of', x=first.name)}")
+    restore = None
+    first = next((i for i in spec.inputs if i.dtype == "float" and not i.optional), None)
+    if spec.guards.get("upcast", True) and first is not None:
+        # float16 / bfloat16 inputs are computed in float32; the result is cast back
+        f32 = low.op("float32")
+        half = [f"in_dtype = {low.op('dtype_of', x=first.name)}",
+                f"half = in_dtype in {low.op('half_dtypes')}",
+                "if half:  # computed in float32, returned in the inputs' dtype"]
+        for i in spec.inputs:
+            if i.dtype != "float":
+                continue
+            cast = f"{i.name} = {low.op('cast', x=i.name, dtype=f32)}"
+            half += [f"    if {i.name} is not None:", f"        {cast}"] if i.optional else [f"    {cast}"]
+        pre = half + pre
+        restore = f"{low.op('cast', x='result', dtype='in_dtype')} if half else result"
 
     checks = [
         f"if reduction not in {tuple(spec.reduction_names)!r}:",
@@ -217,7 +240,7 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
         lines.append(f"{var} = {formula_text(expr, names)}")
         names[expr] = var
     return Lowered(backend, spec, signature, checks, pre + prologue, body, reductions,
-                   low.helpers, lines)
+                   low.helpers, lines, restore=restore)
 
 
 def _stored_shape(axes, prog, need) -> str:
@@ -276,4 +299,9 @@ def explain(spec: Spec) -> str:
         seen.add(key)
         lines.append(f"  {f.rule}: {formula_text(f.before)}  ->  {formula_text(f.after)}")
     lines += ["", "after rewrites:", f"  {formula_text(prep.loss)}"]
+    if not spec.guards.get("eps"):
+        reach = list(dict.fromkeys(eps_candidates(prep.loss, prep.prog)))
+        if reach:
+            lines += ["", "can reach 0 under log or division (no eps guard: set guards.eps or --eps):"]
+            lines += [f"  {formula_text(a)}" for a in reach]
     return "\n".join(lines) + "\n"

@@ -216,7 +216,34 @@ def is_positive(e, prog) -> bool:
         return is_positive(e.args[0], prog)
     if isinstance(e, ir.Gather):
         return is_positive(e.args[0], prog)
+    if isinstance(e, sp.Max):
+        return any(is_positive(a, prog) for a in e.args)
+    if isinstance(e, sp.Min):
+        return all(is_positive(a, prog) for a in e.args)
+    if isinstance(e, ir.Clip):
+        return is_positive(e.args[1], prog)
+    if isinstance(e, ir.Where):
+        c, a, b = e.args
+        return (is_positive(a, prog) or _implies_positive(c, a, prog)) and is_positive(b, prog)
     return False
+
+
+def _implies_positive(c, a, prog) -> bool:
+    """Whether condition c (a branch guard's) makes a > 0: a > x or x < a with x >= 0,
+    a >= x with x > 0, or a conjunction with such a term."""
+    if isinstance(c, sp.And):
+        return any(_implies_positive(t, a, prog) for t in c.args)
+    if isinstance(c, (sp.StrictGreaterThan, sp.GreaterThan)):
+        big, small = c.args
+    elif isinstance(c, (sp.StrictLessThan, sp.LessThan)):
+        small, big = c.args
+    else:
+        return False
+    factors = a.args if isinstance(a, sp.Mul) else (a,)
+    if big not in factors or not all(is_positive(f, prog) for f in factors if f != big):
+        return False
+    strict = isinstance(c, (sp.StrictGreaterThan, sp.StrictLessThan))
+    return is_nonneg(small, prog) if strict else is_positive(small, prog)
 
 
 def is_nonneg(e, prog) -> bool:
@@ -248,6 +275,12 @@ def is_nonneg(e, prog) -> bool:
         return all(is_nonneg(p.expr, prog) for p in e.args)
     if isinstance(e, ir.Where):
         return is_nonneg(e.args[1], prog) and is_nonneg(e.args[2], prog)
+    if isinstance(e, sp.Max):
+        return any(is_nonneg(a, prog) for a in e.args)
+    if isinstance(e, sp.Min):
+        return all(is_nonneg(a, prog) for a in e.args)
+    if isinstance(e, ir.Clip):
+        return is_nonneg(e.args[1], prog)
     return False
 
 
@@ -372,3 +405,50 @@ def guard_gradients(expr, prog, fired: list | None = None, memo: dict | None = N
         return cur
 
     return visit(expr)
+
+
+# eps guards (``guards: {eps: e}`` or ``--eps e``): log(a) and a ** -k become
+# log(max(a, e)) and max(a, e) ** -k where the range analysis finds a >= 0 but cannot
+# prove a > 0, i.e. where the argument can reach 0.  Arguments proved positive are left
+# exact; arguments of unknown sign are left alone too (clamping a negative argument
+# would hide a wrong formula, not a rounding problem).  Positive fractional powers
+# (sqrt) need no eps: their value at 0 is exact and gradient-guard-pow keeps the
+# derivative finite.
+
+
+def _eps_target(e, prog):
+    if isinstance(e, sp.log):
+        return e.args[0]
+    if isinstance(e, sp.Pow) and e.args[1].is_Number and e.args[1].is_negative:
+        return e.args[0]
+    return None
+
+
+def guard_eps(expr, prog, eps: float, fired: list | None = None, memo: dict | None = None):
+    """Keep log and division away from 0 where the argument can reach 0 (see above)."""
+    fired = [] if fired is None else fired
+    memo = {} if memo is None else memo
+    floor = sp.Float(eps)
+
+    def visit(e):
+        if e in memo:
+            return memo[e]
+        if e.is_Atom:
+            return e
+        args = tuple(visit(a) for a in e.args)
+        cur = rebuild(e, args) if args != e.args else e
+        a = _eps_target(cur, prog)
+        if a is not None and not is_positive(a, prog) and is_nonneg(a, prog):
+            new = cur.func(sp.Max(a, floor), *cur.args[1:])
+            fired.append(Fired("eps-guard", cur, new))
+            cur = new
+        memo[e] = cur
+        return cur
+
+    return visit(expr)
+
+
+def eps_candidates(expr, prog) -> list[sp.Expr]:
+    """The log and division arguments an eps guard would clamp (for ``explain``)."""
+    return [a for e in sp.preorder_traversal(expr)
+            if (a := _eps_target(e, prog)) is not None and not is_positive(a, prog) and is_nonneg(a, prog)]

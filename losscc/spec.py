@@ -132,6 +132,7 @@ class Spec:
     path: str = "<spec>"
     source_sha256: str = ""
     name_loc: Location = Location()
+    overrides: tuple[tuple[str, str], ...] = ()   # command-line options that changed the guards
 
     @property
     def class_name(self) -> str:
@@ -323,7 +324,7 @@ TOP_FIELDS = ("name", "summary", "description", "inputs", "params", "learnable",
 INPUT_FIELDS = ("dtype", "shape", "domain", "optional", "default", "ignore", "broadcast", "doc")
 PARAM_FIELDS = ("default", "min", "max", "doc")
 LEARNABLE_FIELDS = ("shape", "init", "doc")
-GUARD_FIELDS = ("clip",)
+GUARD_FIELDS = ("clip", "eps", "upcast")
 BUILTIN_REDUCTIONS = ("none", "mean", "sum")
 
 
@@ -601,11 +602,18 @@ def _build(root: _Node, text: str, path: str, sha256: str, out: Collector) -> Sp
     if "guards" in top:
         gm = r.mapping(top["guards"], "guards", GUARD_FIELDS)
         for key, node in gm.items():
-            if key in GUARD_FIELDS:
+            if key == "upcast":
+                b = r.boolean(node, "guards.upcast")
+                if b is not None:
+                    guards[key] = b
+            elif key in GUARD_FIELDS:
                 v = r.number(node, f"guards.{key}")
                 if v is not None:
-                    if v <= 0:
+                    if not v > 0:
                         r.err(node, "E132", f"guards.{key}: must be positive")
+                    elif key == "eps" and v > 0.1:
+                        r.err(node, "E132", f"guards.eps: {v!r} is not small (at most 0.1)",
+                              "eps only keeps log and division away from 0; typical values are 1e-12 to 1e-6")
                     else:
                         guards[key] = float(v)
 

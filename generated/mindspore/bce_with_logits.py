@@ -56,6 +56,15 @@ def bce_with_logits(input, target, weight=None, pos_weight=None, *, reduction="m
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    in_dtype = input.dtype
+    half = in_dtype in (ms.float16, ms.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        input = ops.cast(input, ms.float32)
+        target = ops.cast(target, ms.float32)
+        if weight is not None:
+            weight = ops.cast(weight, ms.float32)
+        if pos_weight is not None:
+            pos_weight = ops.cast(pos_weight, ms.float32)
     dtype = input.dtype
     C = input.shape[-1]
     if weight is None:
@@ -66,10 +75,12 @@ def bce_with_logits(input, target, weight=None, pos_weight=None, *, reduction="m
         weight * (-((1 - target) * _softplus(input)) - pos_weight * target * _softplus(-input))
     )
     if reduction == "none":
-        return loss
-    if reduction == "sum":
-        return loss.sum()
-    return loss.mean()
+        result = loss
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.mean()
+    return ops.cast(result, in_dtype) if half else result
 
 
 class BceWithLogits(nn.LossBase):

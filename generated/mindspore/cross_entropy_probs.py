@@ -58,6 +58,13 @@ def cross_entropy_probs(input, target, weight=None, *, label_smoothing=0.0, redu
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(label_smoothing, reduction)
+    in_dtype = input.dtype
+    half = in_dtype in (ms.float16, ms.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        input = ops.cast(input, ms.float32)
+        target = ops.cast(target, ms.float32)
+        if weight is not None:
+            weight = ops.cast(weight, ms.float32)
     dtype = input.dtype
     N = input.shape[0]
     C = input.shape[1]
@@ -72,10 +79,12 @@ def cross_entropy_probs(input, target, weight=None, *, label_smoothing=0.0, redu
     total = ops.sum(weight * q * log_probs, -(1 + len(D)), keepdim=True)
     loss = -total
     if reduction == "none":
-        return ops.reshape(loss, (N,) + D)
-    if reduction == "sum":
-        return loss.sum()
-    return loss.mean()
+        result = ops.reshape(loss, (N,) + D)
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.mean()
+    return ops.cast(result, in_dtype) if half else result
 
 
 class CrossEntropyProbs(nn.LossBase):

@@ -55,6 +55,10 @@ def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(alpha, gamma, reduction)
+    in_dtype = logits.dtype
+    half = in_dtype in (ms.float16, ms.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        logits = ops.cast(logits, ms.float32)
     dtype = logits.dtype
     N = logits.shape[0]
     alpha = ms.Tensor(alpha, dtype)
@@ -67,10 +71,12 @@ def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
     t_1 = t > 0
     loss = -(alpha * picked * ops.where(t_1, ops.where(t_1, t, 1) ** gamma, frozen**gamma))
     if reduction == "none":
-        return ops.reshape(loss, (N,))
-    if reduction == "sum":
-        return loss.sum()
-    return loss.mean()
+        result = ops.reshape(loss, (N,))
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.mean()
+    return ops.cast(result, in_dtype) if half else result
 
 
 class Focal(nn.LossBase):

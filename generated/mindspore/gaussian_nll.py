@@ -52,6 +52,12 @@ def gaussian_nll(input, target, var, *, full=False, eps=1e-06, reduction="mean")
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(full, eps, reduction)
+    in_dtype = input.dtype
+    half = in_dtype in (ms.float16, ms.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        input = ops.cast(input, ms.float32)
+        target = ops.cast(target, ms.float32)
+        var = ops.cast(var, ms.float32)
     dtype = input.dtype
     eps = ms.Tensor(eps, dtype)
     var = ops.reshape(var, tuple(var.shape) + (1,) * (input.ndim - var.ndim))
@@ -63,10 +69,12 @@ def gaussian_nll(input, target, var, *, full=False, eps=1e-06, reduction="mean")
         + (ms.Tensor(0.9189385332046728, dtype) if full else 0)
     )
     if reduction == "none":
-        return loss
-    if reduction == "sum":
-        return loss.sum()
-    return loss.mean()
+        result = loss
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.mean()
+    return ops.cast(result, in_dtype) if half else result
 
 
 class GaussianNll(nn.LossBase):

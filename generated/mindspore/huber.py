@@ -50,6 +50,13 @@ def huber(input, target, weight=None, *, delta=1.0, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(delta, reduction)
+    in_dtype = input.dtype
+    half = in_dtype in (ms.float16, ms.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        input = ops.cast(input, ms.float32)
+        target = ops.cast(target, ms.float32)
+        if weight is not None:
+            weight = ops.cast(weight, ms.float32)
     dtype = input.dtype
     delta = ms.Tensor(delta, dtype)
     if weight is None:
@@ -57,10 +64,12 @@ def huber(input, target, weight=None, *, delta=1.0, reduction="mean"):
     d = ops.abs(input - target)
     loss = weight * ops.where(d < delta, 0.5 * d**2, delta * (d - 0.5 * delta))
     if reduction == "none":
-        return loss
-    if reduction == "sum":
-        return loss.sum()
-    return loss.mean()
+        result = loss
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.mean()
+    return ops.cast(result, in_dtype) if half else result
 
 
 class Huber(nn.LossBase):

@@ -49,17 +49,24 @@ def kl_div(input, target, *, log_target=False, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(log_target, reduction)
+    in_dtype = input.dtype
+    half = in_dtype in (ms.float16, ms.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        input = ops.cast(input, ms.float32)
+        target = ops.cast(target, ms.float32)
     N = input.shape[0]
     t = target > 0
     plain = ops.where(t, target * (ops.log(ops.where(t, target, 1)) - input), 0)
     loss = (target - input) * ops.exp(target) if log_target else plain
     if reduction == "none":
-        return loss
-    if reduction == "sum":
-        return loss.sum()
-    if reduction == "mean":
-        return loss.mean()
-    return loss.sum() / N
+        result = loss
+    elif reduction == "sum":
+        result = loss.sum()
+    elif reduction == "mean":
+        result = loss.mean()
+    else:
+        result = loss.sum() / N
+    return ops.cast(result, in_dtype) if half else result
 
 
 class KlDiv(nn.Cell):

@@ -44,15 +44,23 @@ def margin_ranking(input1, input2, target, *, margin=0.0, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(margin, reduction)
+    in_dtype = input1.dtype
+    half = in_dtype in (ms.float16, ms.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        input1 = ops.cast(input1, ms.float32)
+        input2 = ops.cast(input2, ms.float32)
+        target = ops.cast(target, ms.float32)
     dtype = input1.dtype
     margin = ms.Tensor(margin, dtype)
     t = margin - target * (input1 - input2)
     loss = ops.where(t >= 0, t, 0)
     if reduction == "none":
-        return loss
-    if reduction == "sum":
-        return loss.sum()
-    return loss.mean()
+        result = loss
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.mean()
+    return ops.cast(result, in_dtype) if half else result
 
 
 class MarginRanking(nn.LossBase):

@@ -43,15 +43,24 @@ def mse(input, target, weight=None, *, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    in_dtype = input.dtype
+    half = in_dtype in (ms.float16, ms.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        input = ops.cast(input, ms.float32)
+        target = ops.cast(target, ms.float32)
+        if weight is not None:
+            weight = ops.cast(weight, ms.float32)
     dtype = input.dtype
     if weight is None:
         weight = ops.full((), 1.0, dtype=dtype)
     loss = weight * (input - target) ** 2
     if reduction == "none":
-        return loss
-    if reduction == "sum":
-        return loss.sum()
-    return loss.sum() / ops.broadcast_to(weight, loss.shape).sum()
+        result = loss
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.sum() / ops.broadcast_to(weight, loss.shape).sum()
+    return ops.cast(result, in_dtype) if half else result
 
 
 class Mse(nn.LossBase):

@@ -49,6 +49,12 @@ def nll(input, target, weight=None, *, ignore_index=-100, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(ignore_index, reduction)
+    in_dtype = input.dtype
+    half = in_dtype in (ms.float16, ms.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        input = ops.cast(input, ms.float32)
+        if weight is not None:
+            weight = ops.cast(weight, ms.float32)
     dtype = input.dtype
     N = input.shape[0]
     C = input.shape[1]
@@ -65,10 +71,12 @@ def nll(input, target, weight=None, *, ignore_index=-100, reduction="mean"):
     unmasked = -(picked * picked_1)
     loss = ops.where(valid, unmasked, 0)
     if reduction == "none":
-        return ops.reshape(loss, (N,) + D)
-    if reduction == "sum":
-        return loss.sum()
-    return loss.sum() / ops.where(valid, picked_1, 0).sum()
+        result = ops.reshape(loss, (N,) + D)
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.sum() / ops.where(valid, picked_1, 0).sum()
+    return ops.cast(result, in_dtype) if half else result
 
 
 class Nll(nn.LossBase):

@@ -54,6 +54,11 @@ def poisson_nll(input, target, *, log_input=True, full=False, eps=1e-08, reducti
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(log_input, full, eps, reduction)
+    in_dtype = input.dtype
+    half = in_dtype in (ms.float16, ms.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        input = ops.cast(input, ms.float32)
+        target = ops.cast(target, ms.float32)
     dtype = input.dtype
     eps = ms.Tensor(eps, dtype)
     nll = ops.exp(input) - input * target if log_input else input - target * ops.log(eps + input)
@@ -66,10 +71,12 @@ def poisson_nll(input, target, *, log_input=True, full=False, eps=1e-08, reducti
     stirling = ops.where(t, t_1, 0)
     loss = nll + (stirling if full else 0)
     if reduction == "none":
-        return loss
-    if reduction == "sum":
-        return loss.sum()
-    return loss.mean()
+        result = loss
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.mean()
+    return ops.cast(result, in_dtype) if half else result
 
 
 class PoissonNll(nn.LossBase):

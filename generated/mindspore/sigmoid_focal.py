@@ -71,6 +71,11 @@ def sigmoid_focal(logit, label, *, alpha=0.25, gamma=2.0, reduction="sum"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(alpha, gamma, reduction)
+    in_dtype = logit.dtype
+    half = in_dtype in (ms.float16, ms.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        logit = ops.cast(logit, ms.float32)
+        label = ops.cast(label, ms.float32)
     dtype = logit.dtype
     alpha = ms.Tensor(alpha, dtype)
     gamma = ms.Tensor(gamma, dtype)
@@ -84,10 +89,12 @@ def sigmoid_focal(logit, label, *, alpha=0.25, gamma=2.0, reduction="sum"):
     t_3 = t_2 > 0
     loss = alpha_t * bce * ops.where(t_3, ops.where(t_3, t_2, 1) ** gamma, frozen**gamma)
     if reduction == "none":
-        return loss
-    if reduction == "sum":
-        return loss.sum()
-    return loss.mean()
+        result = loss
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.mean()
+    return ops.cast(result, in_dtype) if half else result
 
 
 class SigmoidFocal(nn.LossBase):

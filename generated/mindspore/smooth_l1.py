@@ -48,16 +48,23 @@ def smooth_l1(input, target, *, beta=1.0, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(beta, reduction)
+    in_dtype = input.dtype
+    half = in_dtype in (ms.float16, ms.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        input = ops.cast(input, ms.float32)
+        target = ops.cast(target, ms.float32)
     dtype = input.dtype
     beta = ms.Tensor(beta, dtype)
     d = ops.abs(input - target)
     t = d < beta
     loss = ops.where(t, 0.5 * d**2 / ops.where(t, beta, 1), d - 0.5 * beta)
     if reduction == "none":
-        return loss
-    if reduction == "sum":
-        return loss.sum()
-    return loss.mean()
+        result = loss
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.mean()
+    return ops.cast(result, in_dtype) if half else result
 
 
 class SmoothL1(nn.LossBase):

@@ -54,6 +54,12 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(gamma, reduction)
+    in_dtype = input.dtype
+    half = in_dtype in (ms.float16, ms.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        input = ops.cast(input, ms.float32)
+        if alpha is not None:
+            alpha = ops.cast(alpha, ms.float32)
     dtype = input.dtype
     N = input.shape[0]
     C = input.shape[1]
@@ -69,10 +75,12 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
     t_1 = t > 0
     loss = -(picked * picked_1 * ops.where(t_1, ops.where(t_1, t, 1) ** gamma, frozen**gamma))
     if reduction == "none":
-        return ops.reshape(loss, (N,))
-    if reduction == "sum":
-        return loss.sum()
-    return loss.mean()
+        result = ops.reshape(loss, (N,))
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.mean()
+    return ops.cast(result, in_dtype) if half else result
 
 
 class SoftmaxFocal(nn.LossBase):

@@ -61,6 +61,13 @@ def uncertainty_multitask(logits1, labels1, logits2, labels2, log_vars, *, reduc
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    in_dtype = logits1.dtype
+    half = in_dtype in (ms.float16, ms.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        logits1 = ops.cast(logits1, ms.float32)
+        labels1 = ops.cast(labels1, ms.float32)
+        logits2 = ops.cast(logits2, ms.float32)
+        labels2 = ops.cast(labels2, ms.float32)
     dtype = logits1.dtype
     log_vars = ops.cast(log_vars, dtype)
     bce1 = labels1 * _softplus(-logits1) + (1 - labels1) * _softplus(logits1)
@@ -69,10 +76,12 @@ def uncertainty_multitask(logits1, labels1, logits2, labels2, log_vars, *, reduc
     s2 = log_vars[1]
     loss = bce1 * ops.exp(-s1) + bce2 * ops.exp(-s2) + s1 + s2
     if reduction == "none":
-        return loss
-    if reduction == "sum":
-        return loss.sum()
-    return loss.mean()
+        result = loss
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.mean()
+    return ops.cast(result, in_dtype) if half else result
 
 
 class UncertaintyMultitask(nn.Cell):

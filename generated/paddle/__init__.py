@@ -7,6 +7,7 @@ from .bce_with_logits import bce_with_logits, BceWithLogits
 from .cosine_embedding import cosine_embedding, CosineEmbedding
 from .cross_entropy import cross_entropy, CrossEntropy
 from .cross_entropy_probs import cross_entropy_probs, CrossEntropyProbs
+from .dice import dice, Dice
 from .focal import focal, Focal
 from .gaussian_nll import gaussian_nll, GaussianNll
 from .huber import huber, Huber
@@ -32,6 +33,8 @@ __all__ = [
     "CrossEntropy",
     "cross_entropy_probs",
     "CrossEntropyProbs",
+    "dice",
+    "Dice",
     "focal",
     "Focal",
     "gaussian_nll",

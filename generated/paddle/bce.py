@@ -53,6 +53,13 @@ def bce(input, target, weight=None, *, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    in_dtype = input.dtype
+    half = in_dtype in (paddle.float16, paddle.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        input = paddle.cast(input, "float32")
+        target = paddle.cast(target, "float32")
+        if weight is not None:
+            weight = paddle.cast(weight, "float32")
     dtype = input.dtype
     if weight is None:
         weight = paddle.full((), 1.0, dtype=dtype)
@@ -72,10 +79,12 @@ def bce(input, target, weight=None, *, reduction="mean"):
     ) * paddle.where(t_4 >= -100, t_4, paddle.full_like(t_4, -100))
     loss = (input - p) * slope - weight * t_5
     if reduction == "none":
-        return loss
-    if reduction == "sum":
-        return loss.sum()
-    return loss.mean()
+        result = loss
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.mean()
+    return paddle.cast(result, in_dtype) if half else result
 
 
 class Bce(nn.Layer):

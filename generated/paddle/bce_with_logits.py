@@ -57,6 +57,15 @@ def bce_with_logits(input, target, weight=None, pos_weight=None, *, reduction="m
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    in_dtype = input.dtype
+    half = in_dtype in (paddle.float16, paddle.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        input = paddle.cast(input, "float32")
+        target = paddle.cast(target, "float32")
+        if weight is not None:
+            weight = paddle.cast(weight, "float32")
+        if pos_weight is not None:
+            pos_weight = paddle.cast(pos_weight, "float32")
     dtype = input.dtype
     C = input.shape[-1]
     if weight is None:
@@ -67,10 +76,12 @@ def bce_with_logits(input, target, weight=None, pos_weight=None, *, reduction="m
         weight * (-((1 - target) * _softplus(input)) - pos_weight * target * _softplus(-input))
     )
     if reduction == "none":
-        return loss
-    if reduction == "sum":
-        return loss.sum()
-    return loss.mean()
+        result = loss
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.mean()
+    return paddle.cast(result, in_dtype) if half else result
 
 
 class BceWithLogits(nn.Layer):

@@ -59,6 +59,12 @@ def cosine_embedding(input1, input2, target, *, margin=0.0, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(margin, reduction)
+    in_dtype = input1.dtype
+    half = in_dtype in (paddle.float16, paddle.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        input1 = paddle.cast(input1, "float32")
+        input2 = paddle.cast(input2, "float32")
+        target = paddle.cast(target, "float32")
     dtype = input1.dtype
     N = input1.shape[0]
     margin = paddle.full([], margin, dtype=dtype)
@@ -72,10 +78,12 @@ def cosine_embedding(input1, input2, target, *, margin=0.0, reduction="mean"):
     t = cos - margin
     loss = paddle.where(target == 1, 1 - cos, paddle.where(t >= 0, t, paddle.full_like(t, 0)))
     if reduction == "none":
-        return paddle.reshape(loss, (N,))
-    if reduction == "sum":
-        return loss.sum()
-    return loss.mean()
+        result = paddle.reshape(loss, (N,))
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.mean()
+    return paddle.cast(result, in_dtype) if half else result
 
 
 class CosineEmbedding(nn.Layer):

@@ -65,6 +65,12 @@ def cross_entropy(
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(ignore_index, label_smoothing, reduction)
+    in_dtype = input.dtype
+    half = in_dtype in (paddle.float16, paddle.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        input = paddle.cast(input, "float32")
+        if weight is not None:
+            weight = paddle.cast(weight, "float32")
     dtype = input.dtype
     N = input.shape[0]
     C = input.shape[1]
@@ -87,10 +93,12 @@ def cross_entropy(
     )
     loss = paddle.where(valid, unmasked, paddle.full_like(unmasked, 0))
     if reduction == "none":
-        return paddle.reshape(loss, (N,) + D)
-    if reduction == "sum":
-        return loss.sum()
-    return loss.sum() / paddle.where(valid, picked, paddle.full_like(picked, 0)).sum()
+        result = paddle.reshape(loss, (N,) + D)
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.sum() / paddle.where(valid, picked, paddle.full_like(picked, 0)).sum()
+    return paddle.cast(result, in_dtype) if half else result
 
 
 class CrossEntropy(nn.Layer):

@@ -59,6 +59,13 @@ def cross_entropy_probs(input, target, weight=None, *, label_smoothing=0.0, redu
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(label_smoothing, reduction)
+    in_dtype = input.dtype
+    half = in_dtype in (paddle.float16, paddle.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        input = paddle.cast(input, "float32")
+        target = paddle.cast(target, "float32")
+        if weight is not None:
+            weight = paddle.cast(weight, "float32")
     dtype = input.dtype
     N = input.shape[0]
     C = input.shape[1]
@@ -73,10 +80,12 @@ def cross_entropy_probs(input, target, weight=None, *, label_smoothing=0.0, redu
     total = paddle.sum(weight * q * log_probs, axis=-(1 + len(D)), keepdim=True)
     loss = -total
     if reduction == "none":
-        return paddle.reshape(loss, (N,) + D)
-    if reduction == "sum":
-        return loss.sum()
-    return loss.mean()
+        result = paddle.reshape(loss, (N,) + D)
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.mean()
+    return paddle.cast(result, in_dtype) if half else result
 
 
 class CrossEntropyProbs(nn.Layer):

@@ -57,6 +57,10 @@ def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(alpha, gamma, reduction)
+    in_dtype = logits.dtype
+    half = in_dtype in (paddle.float16, paddle.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        logits = paddle.cast(logits, "float32")
     dtype = logits.dtype
     N = logits.shape[0]
     alpha = paddle.full([], alpha, dtype=dtype)
@@ -74,10 +78,12 @@ def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
     )
     loss = -t_2
     if reduction == "none":
-        return paddle.reshape(loss, (N,))
-    if reduction == "sum":
-        return loss.sum()
-    return loss.mean()
+        result = paddle.reshape(loss, (N,))
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.mean()
+    return paddle.cast(result, in_dtype) if half else result
 
 
 class Focal(nn.Layer):

@@ -53,6 +53,12 @@ def gaussian_nll(input, target, var, *, full=False, eps=1e-06, reduction="mean")
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(full, eps, reduction)
+    in_dtype = input.dtype
+    half = in_dtype in (paddle.float16, paddle.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        input = paddle.cast(input, "float32")
+        target = paddle.cast(target, "float32")
+        var = paddle.cast(var, "float32")
     dtype = input.dtype
     eps = paddle.full([], eps, dtype=dtype)
     var = paddle.reshape(var, tuple(var.shape) + (1,) * (input.ndim - var.ndim))
@@ -64,10 +70,12 @@ def gaussian_nll(input, target, var, *, full=False, eps=1e-06, reduction="mean")
         + (paddle.full([], 0.9189385332046728, dtype=dtype) if full else 0)
     )
     if reduction == "none":
-        return loss
-    if reduction == "sum":
-        return loss.sum()
-    return loss.mean()
+        result = loss
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.mean()
+    return paddle.cast(result, in_dtype) if half else result
 
 
 class GaussianNll(nn.Layer):

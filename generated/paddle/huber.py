@@ -51,6 +51,13 @@ def huber(input, target, weight=None, *, delta=1.0, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(delta, reduction)
+    in_dtype = input.dtype
+    half = in_dtype in (paddle.float16, paddle.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        input = paddle.cast(input, "float32")
+        target = paddle.cast(target, "float32")
+        if weight is not None:
+            weight = paddle.cast(weight, "float32")
     dtype = input.dtype
     delta = paddle.full([], delta, dtype=dtype)
     if weight is None:
@@ -58,10 +65,12 @@ def huber(input, target, weight=None, *, delta=1.0, reduction="mean"):
     d = paddle.abs(input - target)
     loss = weight * paddle.where(d < delta, 0.5 * d**2, delta * (d - 0.5 * delta))
     if reduction == "none":
-        return loss
-    if reduction == "sum":
-        return loss.sum()
-    return loss.mean()
+        result = loss
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.mean()
+    return paddle.cast(result, in_dtype) if half else result
 
 
 class Huber(nn.Layer):

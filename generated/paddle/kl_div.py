@@ -50,6 +50,11 @@ def kl_div(input, target, *, log_target=False, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(log_target, reduction)
+    in_dtype = input.dtype
+    half = in_dtype in (paddle.float16, paddle.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        input = paddle.cast(input, "float32")
+        target = paddle.cast(target, "float32")
     dtype = input.dtype
     N = input.shape[0]
     t = target > 0
@@ -57,12 +62,14 @@ def kl_div(input, target, *, log_target=False, reduction="mean"):
     plain = paddle.where(t, t_1, paddle.full_like(t_1, 0))
     loss = (target - input) * paddle.exp(target) if log_target else plain
     if reduction == "none":
-        return loss
-    if reduction == "sum":
-        return loss.sum()
-    if reduction == "mean":
-        return loss.mean()
-    return loss.sum() / (paddle.full([], N, dtype=dtype))
+        result = loss
+    elif reduction == "sum":
+        result = loss.sum()
+    elif reduction == "mean":
+        result = loss.mean()
+    else:
+        result = loss.sum() / (paddle.full([], N, dtype=dtype))
+    return paddle.cast(result, in_dtype) if half else result
 
 
 class KlDiv(nn.Layer):

@@ -44,15 +44,24 @@ def l1(input, target, weight=None, *, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    in_dtype = input.dtype
+    half = in_dtype in (paddle.float16, paddle.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        input = paddle.cast(input, "float32")
+        target = paddle.cast(target, "float32")
+        if weight is not None:
+            weight = paddle.cast(weight, "float32")
     dtype = input.dtype
     if weight is None:
         weight = paddle.full((), 1.0, dtype=dtype)
     loss = weight * paddle.abs(input - target)
     if reduction == "none":
-        return loss
-    if reduction == "sum":
-        return loss.sum()
-    return loss.sum() / paddle.broadcast_to(weight, loss.shape).sum()
+        result = loss
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.sum() / paddle.broadcast_to(weight, loss.shape).sum()
+    return paddle.cast(result, in_dtype) if half else result
 
 
 class L1(nn.Layer):

@@ -45,15 +45,23 @@ def margin_ranking(input1, input2, target, *, margin=0.0, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(margin, reduction)
+    in_dtype = input1.dtype
+    half = in_dtype in (paddle.float16, paddle.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        input1 = paddle.cast(input1, "float32")
+        input2 = paddle.cast(input2, "float32")
+        target = paddle.cast(target, "float32")
     dtype = input1.dtype
     margin = paddle.full([], margin, dtype=dtype)
     t = margin - target * (input1 - input2)
     loss = paddle.where(t >= 0, t, paddle.full_like(t, 0))
     if reduction == "none":
-        return loss
-    if reduction == "sum":
-        return loss.sum()
-    return loss.mean()
+        result = loss
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.mean()
+    return paddle.cast(result, in_dtype) if half else result
 
 
 class MarginRanking(nn.Layer):

@@ -50,6 +50,12 @@ def nll(input, target, weight=None, *, ignore_index=-100, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(ignore_index, reduction)
+    in_dtype = input.dtype
+    half = in_dtype in (paddle.float16, paddle.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        input = paddle.cast(input, "float32")
+        if weight is not None:
+            weight = paddle.cast(weight, "float32")
     dtype = input.dtype
     N = input.shape[0]
     C = input.shape[1]
@@ -66,10 +72,12 @@ def nll(input, target, weight=None, *, ignore_index=-100, reduction="mean"):
     unmasked = -(picked * picked_1)
     loss = paddle.where(valid, unmasked, paddle.full_like(unmasked, 0))
     if reduction == "none":
-        return paddle.reshape(loss, (N,) + D)
-    if reduction == "sum":
-        return loss.sum()
-    return loss.sum() / paddle.where(valid, picked_1, paddle.full_like(picked_1, 0)).sum()
+        result = paddle.reshape(loss, (N,) + D)
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.sum() / paddle.where(valid, picked_1, paddle.full_like(picked_1, 0)).sum()
+    return paddle.cast(result, in_dtype) if half else result
 
 
 class Nll(nn.Layer):

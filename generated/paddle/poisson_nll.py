@@ -55,6 +55,11 @@ def poisson_nll(input, target, *, log_input=True, full=False, eps=1e-08, reducti
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(log_input, full, eps, reduction)
+    in_dtype = input.dtype
+    half = in_dtype in (paddle.float16, paddle.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        input = paddle.cast(input, "float32")
+        target = paddle.cast(target, "float32")
     dtype = input.dtype
     eps = paddle.full([], eps, dtype=dtype)
     nll = (
@@ -72,10 +77,12 @@ def poisson_nll(input, target, *, log_input=True, full=False, eps=1e-08, reducti
     stirling = paddle.where(t, t_2, paddle.full_like(t_2, 0))
     loss = nll + (stirling if full else 0)
     if reduction == "none":
-        return loss
-    if reduction == "sum":
-        return loss.sum()
-    return loss.mean()
+        result = loss
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.mean()
+    return paddle.cast(result, in_dtype) if half else result
 
 
 class PoissonNll(nn.Layer):

@@ -73,6 +73,11 @@ def sigmoid_focal(logit, label, *, alpha=0.25, gamma=2.0, reduction="sum"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(alpha, gamma, reduction)
+    in_dtype = logit.dtype
+    half = in_dtype in (paddle.float16, paddle.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        logit = paddle.cast(logit, "float32")
+        label = paddle.cast(label, "float32")
     dtype = logit.dtype
     alpha = paddle.full([], alpha, dtype=dtype)
     gamma = paddle.full([], gamma, dtype=dtype)
@@ -89,10 +94,12 @@ def sigmoid_focal(logit, label, *, alpha=0.25, gamma=2.0, reduction="sum"):
     )
     loss = alpha_t * bce * t_4
     if reduction == "none":
-        return loss
-    if reduction == "sum":
-        return loss.sum()
-    return loss.mean()
+        result = loss
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.mean()
+    return paddle.cast(result, in_dtype) if half else result
 
 
 class SigmoidFocal(nn.Layer):

@@ -49,6 +49,11 @@ def smooth_l1(input, target, *, beta=1.0, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(beta, reduction)
+    in_dtype = input.dtype
+    half = in_dtype in (paddle.float16, paddle.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        input = paddle.cast(input, "float32")
+        target = paddle.cast(target, "float32")
     dtype = input.dtype
     beta = paddle.full([], beta, dtype=dtype)
     d = paddle.abs(input - target)
@@ -57,10 +62,12 @@ def smooth_l1(input, target, *, beta=1.0, reduction="mean"):
         t, 0.5 * d**2 / paddle.where(t, beta, paddle.full_like(beta, 1)), d - 0.5 * beta
     )
     if reduction == "none":
-        return loss
-    if reduction == "sum":
-        return loss.sum()
-    return loss.mean()
+        result = loss
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.mean()
+    return paddle.cast(result, in_dtype) if half else result
 
 
 class SmoothL1(nn.Layer):

@@ -56,6 +56,12 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(gamma, reduction)
+    in_dtype = input.dtype
+    half = in_dtype in (paddle.float16, paddle.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        input = paddle.cast(input, "float32")
+        if alpha is not None:
+            alpha = paddle.cast(alpha, "float32")
     dtype = input.dtype
     N = input.shape[0]
     C = input.shape[1]
@@ -76,10 +82,12 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
     )
     loss = -t_2
     if reduction == "none":
-        return paddle.reshape(loss, (N,))
-    if reduction == "sum":
-        return loss.sum()
-    return loss.mean()
+        result = paddle.reshape(loss, (N,))
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.mean()
+    return paddle.cast(result, in_dtype) if half else result
 
 
 class SoftmaxFocal(nn.Layer):

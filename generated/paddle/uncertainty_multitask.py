@@ -62,6 +62,13 @@ def uncertainty_multitask(logits1, labels1, logits2, labels2, log_vars, *, reduc
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    in_dtype = logits1.dtype
+    half = in_dtype in (paddle.float16, paddle.bfloat16)
+    if half:  # computed in float32, returned in the inputs' dtype
+        logits1 = paddle.cast(logits1, "float32")
+        labels1 = paddle.cast(labels1, "float32")
+        logits2 = paddle.cast(logits2, "float32")
+        labels2 = paddle.cast(labels2, "float32")
     dtype = logits1.dtype
     log_vars = paddle.cast(log_vars, dtype)
     bce1 = labels1 * _softplus(-logits1) + (1 - labels1) * _softplus(logits1)
@@ -70,10 +77,12 @@ def uncertainty_multitask(logits1, labels1, logits2, labels2, log_vars, *, reduc
     s2 = log_vars[1]
     loss = bce1 * paddle.exp(-s1) + bce2 * paddle.exp(-s2) + s1 + s2
     if reduction == "none":
-        return loss
-    if reduction == "sum":
-        return loss.sum()
-    return loss.mean()
+        result = loss
+    elif reduction == "sum":
+        result = loss.sum()
+    else:
+        result = loss.mean()
+    return paddle.cast(result, in_dtype) if half else result
 
 
 class UncertaintyMultitask(nn.Layer):

@@ -48,6 +48,7 @@ BACKEND = Backend(
         "sum_all": "{x}.sum()",
         "mean_all": "{x}.mean()",
         "dtype_of": "{x}.dtype",
+        "half_dtypes": "(ms.float16, ms.bfloat16)",
         "float32": "ms.float32",
     }),
     helpers=_freeze({

@@ -52,6 +52,7 @@ BACKEND = Backend(
         "sum_all": "{x}.sum()",
         "mean_all": "{x}.mean()",
         "dtype_of": "{x}.dtype",
+        "half_dtypes": "(paddle.float16, paddle.bfloat16)",
         "float32": "'float32'",
     }),
     helpers=_freeze({
