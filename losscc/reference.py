@@ -454,7 +454,7 @@ def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None 
     with mpmath.workdps(min(dps, max_dps) if max_dps else dps):
         ev = Evaluator(prog, inputs, params, learnable)
         base = ev.run()
-        with np.errstate(over="ignore"):  # beyond float64: inf, compared as such
+        with np.errstate(over="ignore", invalid="ignore"):  # beyond float64: inf; 0/0: nan
             values = {k: (np.array(v, dtype=object).astype(float) if isinstance(v, np.ndarray) else float(v))
                       for k, v in base.items()}
         grads, kinks = {}, {}
