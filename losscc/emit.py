@@ -19,7 +19,6 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import __version__
 from .backends import Backend, all_backends
 from .errors import Diagnostic, Location, SpecError
 from .pipeline import lower, prepare
@@ -153,10 +152,6 @@ def internal_error(spec: Spec, exc: Exception) -> Diagnostic:
     text = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
     return Diagnostic(spec.name_loc, "E900", f"internal compiler error ({type(exc).__name__}: {text}); "
                       "please report it with this spec")
-
-
-def _cache_key(spec: Spec) -> str:
-    return hashlib.sha256(f"{spec.source_sha256}:{spec.overrides}:{__version__}".encode()).hexdigest()
 
 
 def render_tree(specs: list[Spec], backends: tuple[Backend, ...] | None = None,
