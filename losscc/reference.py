@@ -65,6 +65,14 @@ def _softplus(x):
     return mpmath.log1p(mpmath.exp(x)) if x < 0 else x + mpmath.log1p(mpmath.exp(-x))
 
 
+def _neg_sigmoid_arg(term):
+    """term == -sigmoid(x) -> x, else None."""
+    if isinstance(term, sp.Mul) and len(term.args) == 2 and term.args[0] == -1 \
+            and isinstance(term.args[1], ir.sigmoid):
+        return term.args[1].args[0]
+    return None
+
+
 def _sqrt(x):
     return mpmath.sqrt(x) if x >= 0 else mpmath.mpf("nan")
 
@@ -241,6 +249,12 @@ class Evaluator:
                 return +mpmath.pi
             return mpmath.mpf(float(e))
         if isinstance(e, sp.Add):
+            if len(e.args) == 2 and sp.S.One in e.args:
+                x = _neg_sigmoid_arg(e.args[0] if e.args[1] == 1 else e.args[1])
+                if x is not None:
+                    # 1 - sigmoid(x) is sigmoid(-x) exactly; evaluated so, it needs no
+                    # thousands of digits to survive the cancellation at x = 1e4 or 1e18
+                    return _apply(UNARY[ir.sigmoid], -ev(x))
             out = ev(e.args[0])
             for a in e.args[1:]:
                 out = out + ev(a)
