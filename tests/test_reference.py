@@ -488,6 +488,16 @@ def test_log_one_minus_sigmoid_of_large_inputs():
     assert abs(v[2] + 1.9287498479639178e-22) <= 1e-12 * 1.93e-22
 
 
+def test_one_minus_sigmoid_beyond_the_precision_cap():
+    # at 1e4 and 1e18, 1 - sigmoid(x) would need thousands of digits (or more) to
+    # survive the cancellation; the evaluator uses the identity 1 - sigmoid(x) = sigmoid(-x)
+    prog = program(VEC, "loss = log(1 - sigmoid(x))")
+    x = np.array([1e4, 1e18, -1e4])
+    ref = reference(prog, {"x": x}, {}, max_dps=120)
+    close(ref.values["none"], [-1e4, -1e18, 0.0])
+    close(ref.grads["x"], [-1.0, -1.0, 0.0], atol=1e-300)
+
+
 def test_log_sigmoid_and_exp_of_large_inputs():
     prog = program(VEC, "loss = log(sigmoid(x)) + exp(x / 10)")
     x = np.array([-1000.0, 1000.0, 0.0])
