@@ -728,6 +728,8 @@ class _Converter:
             why = f"'{fname}' is piecewise constant (its derivative is 0 or undefined), so no gradient flows through it"
         if fname in ARG_EXTREMA:
             hint = f"wrap the argument in stop_gradient: {fname}(stop_gradient({what}), axis=...)"
+        elif fname in UNSUPPORTED:
+            hint = f"'{fname}' is not supported by losscc yet, also under stop_gradient: {UNSUPPORTED[fname]}"
         else:
             hint = (f"wrap the argument in stop_gradient: {fname}(stop_gradient({what})); for a straight-through "
                     f"estimator write v + stop_gradient({fname}(v) - v)")
