@@ -35,7 +35,8 @@ class FormulaPrinter(StrPrinter):
         return repr(float(expr)) if expr.q in (2, 4, 5, 8, 10) else f"{expr.p}/{expr.q}"
 
     def _print_Function(self, expr):
-        name = {"sigmoid": "sigmoid", "softplus": "softplus", "log1p": "log1p", "expm1": "expm1"}.get(
+        name = {"sigmoid": "sigmoid", "softplus": "softplus", "log1p": "log1p", "expm1": "expm1",
+                "Round": "round", "Floor": "floor", "Ceil": "ceil", "Sign": "sign"}.get(
             type(expr).__name__)
         if name:
             return f"{name}({self._print(expr.args[0])})"
@@ -61,6 +62,12 @@ class FormulaPrinter(StrPrinter):
 
     def _print_LogSoftmax(self, e):
         return self._axis("log_softmax", e)
+
+    def _print_ArgMax(self, e):
+        return self._axis("argmax", e)
+
+    def _print_ArgMin(self, e):
+        return self._axis("argmin", e)
 
     def _print_Gather(self, e):
         x = self._print(e.args[0])

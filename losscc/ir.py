@@ -13,13 +13,17 @@ with names validated as identifiers; the IR never holds spec text.
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import sympy as sp
 from sympy.codegen.cfunctions import expm1, log1p
 
 __all__ = [
     "sigmoid", "softplus", "log1p", "expm1", "Clip", "Where", "TensorOp", "ReduceSum", "ReduceMean",
     "ReduceMax", "LogSumExp", "Softmax", "LogSoftmax", "Gather", "OneHot", "StopGradient",
-    "Size", "Item", "AXIS_REMOVING", "AXIS_KEEPING",
+    "Size", "Item", "AXIS_REMOVING", "AXIS_KEEPING", "Round", "Floor", "Ceil", "Sign", "ArgMax", "ArgMin",
+    "PIECEWISE_CONSTANT", "ARG_EXTREMA",
 ]
 
 
@@ -73,6 +77,66 @@ class Where(sp.Function):
 
     def _eval_rewrite_as_Piecewise(self, c, a, b, **kwargs):
         return sp.Piecewise((a, c), (b, True))
+
+
+class _PiecewiseConstant(sp.Function):
+    """Elementwise functions that are constant between jumps (round, floor, ceil, sign).
+
+    Their derivative is 0 wherever it exists, so a loss only uses them on values that
+    carry no gradient (the parser enforces it).  Numbers fold exactly, so constant
+    formulas stay constants; ``round`` rounds half to even, like both frameworks."""
+
+    nargs = 1
+
+    def fdiff(self, argindex=1):
+        return sp.Integer(0)
+
+    @classmethod
+    def eval(cls, x):
+        if x.is_Rational:
+            return sp.Integer(cls._fold(Fraction(int(x.p), int(x.q))))
+        if x.is_Float:
+            return sp.Integer(cls._fold(Fraction(*map(int, sp.Rational(x).as_numer_denom()))))
+        if x.is_number and x.is_real:  # pi, log(2): decided at 60 digits
+            v = sp.N(x, 60)
+            if v.is_Float:
+                return cls.eval(v)
+        return None
+
+    @staticmethod
+    def _fold(v: Fraction) -> int:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+class Round(_PiecewiseConstant):
+    """Nearest integer, ties to even (2.5 -> 2, -0.5 -> -0)."""
+
+    @staticmethod
+    def _fold(v):
+        return round(v)
+
+
+class Floor(_PiecewiseConstant):
+    @staticmethod
+    def _fold(v):
+        return math.floor(v)
+
+
+class Ceil(_PiecewiseConstant):
+    @staticmethod
+    def _fold(v):
+        return math.ceil(v)
+
+
+class Sign(_PiecewiseConstant):
+    """-1, 0 or 1."""
+
+    @staticmethod
+    def _fold(v):
+        return (v > 0) - (v < 0)
+
+
+PIECEWISE_CONSTANT = (Round, Floor, Ceil, Sign)
 
 
 class TensorOp(sp.Function):
@@ -136,5 +200,19 @@ class Item(TensorOp):
     nargs = 2
 
 
-AXIS_REMOVING = (ReduceSum, ReduceMean, ReduceMax, LogSumExp)
+class ArgMax(TensorOp):
+    """ArgMax(x, axis): the position of the largest value along `axis` (the first one at
+    ties), an integer that indexes `axis`.  The axis is removed."""
+
+    nargs = 2
+
+
+class ArgMin(TensorOp):
+    """ArgMin(x, axis): as ArgMax, for the smallest value."""
+
+    nargs = 2
+
+
+ARG_EXTREMA = (ArgMax, ArgMin)
+AXIS_REMOVING = (ReduceSum, ReduceMean, ReduceMax, LogSumExp, ArgMax, ArgMin)
 AXIS_KEEPING = (Softmax, LogSoftmax)

@@ -266,6 +266,8 @@ class Lowerer:
         for cls, key in simple.items():
             if isinstance(e, cls):
                 return self.op(key, x=self.value(e.args[0])), ATOM
+        if isinstance(e, ir.PIECEWISE_CONSTANT):
+            return self.piecewise_constant(e)
         if isinstance(e, (sp.Max, sp.Min)):
             return self.minmax(e)
         if isinstance(e, ir.Clip):
@@ -288,6 +290,21 @@ class Lowerer:
         if isinstance(e, sp.Not):
             return self.op("not", x=self.value(e.args[0])), ATOM
         return self.tensor_op(e)
+
+    def piecewise_constant(self, e) -> tuple[str, int]:
+        """round floor ceil sign; integer arguments are cast to the float dtype first."""
+        key = {ir.Round: "round", ir.Floor: "floor", ir.Ceil: "ceil", ir.Sign: "sign"}[type(e)]
+        x = e.args[0]
+        t = self.typeof(x)
+        if t.dtype == "int" and self.scalar_like(x):  # an integer parameter: a Python int
+            v = self.wrap(x, CMP + 1)
+            return (f"(({v} > 0) - ({v} < 0))", ATOM) if key == "sign" else (v, self.emit(x)[1])
+        code = self.value(x)
+        if t.dtype == "int":
+            code = self.op("cast", x=code, dtype=self.dtype())
+            if key != "sign":
+                return code, ATOM  # an integer is its own round, floor and ceil
+        return self.op(key, x=code), ATOM
 
     def fold(self, key, args):
         code = self.value(args[0])
@@ -419,7 +436,13 @@ class Lowerer:
         lhs, rhs = e.args
         if not self.typeof(lhs).axes and self.typeof(rhs).axes:
             lhs, rhs, sym = rhs, lhs, flip[sym]
-        return f"{self.wrap(lhs, CMP + 1)} {sym} {self.wrap(rhs, CMP + 1)}", CMP
+        lcode, rcode = self.wrap(lhs, CMP + 1), self.wrap(rhs, CMP + 1)
+        # argmax/argmin give int64; Paddle refuses to compare int64 with an int32 label
+        if isinstance(lhs, ir.ARG_EXTREMA) and isinstance(rhs, sp.Symbol) and self.typeof(rhs).axes:
+            lcode = self.op("cast", x=lcode, dtype=f"{rcode}.dtype")
+        elif isinstance(rhs, ir.ARG_EXTREMA) and isinstance(lhs, sp.Symbol) and self.typeof(lhs).axes:
+            rcode = self.op("cast", x=rcode, dtype=f"{lcode}.dtype")
+        return f"{lcode} {sym} {rcode}", CMP
 
     def tensor_op(self, e) -> tuple[str, int]:
         prog = self.prog
@@ -451,7 +474,8 @@ class Lowerer:
                 return self.op("lookup", x=self.value(x), index=index), ATOM
             return self.op("take_along_axis", x=self.value(x), axis=pos, index=index), ATOM
         key = {ir.ReduceSum: "sum", ir.ReduceMean: "mean", ir.ReduceMax: "amax", ir.LogSumExp: "logsumexp",
-               ir.Softmax: "softmax", ir.LogSoftmax: "log_softmax"}[type(e)]
+               ir.Softmax: "softmax", ir.LogSoftmax: "log_softmax", ir.ArgMax: "argmax",
+               ir.ArgMin: "argmin"}[type(e)]
         template = self.b.ops[key]
         xs = self.tensor_arg(x) if template.count("{x}") > 1 else self.value(x)
         return self.op(key, x=xs, axis=pos), (ATOM if template.count("{x}") == 1 else ADD)
@@ -470,7 +494,8 @@ def _hint(e) -> str:
     table = {ir.LogSoftmax: "log_probs", ir.Softmax: "probs", ir.LogSumExp: "lse", ir.ReduceSum: "total",
              ir.ReduceMean: "avg", ir.ReduceMax: "peak", ir.Gather: "picked", ir.OneHot: "onehot",
              ir.StopGradient: "frozen", sp.exp: "e", sp.log: "lg", ir.softplus: "sp", ir.sigmoid: "sig",
-             sp.Piecewise: "branch", sp.Abs: "magnitude"}
+             sp.Piecewise: "branch", sp.Abs: "magnitude", ir.ArgMax: "top", ir.ArgMin: "bottom",
+             ir.Round: "rounded", ir.Floor: "floored", ir.Ceil: "ceiled", ir.Sign: "signs"}
     for cls, name in table.items():
         if isinstance(e, cls):
             return name

@@ -44,8 +44,18 @@ UNARY = {
 REDUCE = {"sum": ir.ReduceSum, "mean": ir.ReduceMean, "logsumexp": ir.LogSumExp}
 KEEP = {"softmax": ir.Softmax, "log_softmax": ir.LogSoftmax}
 OTHER = ("min", "max", "clip", "where", "Piecewise", "one_hot", "stop_gradient")
-NON_DIFFERENTIABLE = ("argmax", "argmin", "sort", "topk", "round", "floor", "ceil", "sign")
-KNOWN_FUNCS = tuple(UNARY) + tuple(REDUCE) + tuple(KEEP) + OTHER
+# Functions without a useful derivative: allowed only on values that carry no gradient
+# (integer inputs, constants, parameters, anything under stop_gradient).
+PIECEWISE_CONSTANT = {"round": ir.Round, "floor": ir.Floor, "ceil": ir.Ceil, "sign": ir.Sign}
+ARG_EXTREMA = {"argmax": ir.ArgMax, "argmin": ir.ArgMin}
+UNSUPPORTED = {
+    "sort": "it would need a new tensor axis for the sorted values; reduce with max/min/logsumexp "
+            "over the axis instead",
+    "topk": "its k largest values would need a new tensor axis of size k; use max(..., axis=C) "
+            "for k = 1 or argmax(stop_gradient(x), axis=C) for the index",
+}
+NON_DIFFERENTIABLE = tuple(ARG_EXTREMA) + tuple(UNSUPPORTED) + tuple(PIECEWISE_CONSTANT)
+KNOWN_FUNCS = tuple(UNARY) + tuple(REDUCE) + tuple(KEEP) + OTHER + tuple(PIECEWISE_CONSTANT) + tuple(ARG_EXTREMA)
 CONSTANTS = {"pi": sp.pi}
 
 
@@ -231,6 +241,11 @@ def _infer(expr: sp.Expr, prog: Program) -> TType:
     grad = any(a.grad for a in args)
     if isinstance(expr, ir.StopGradient):
         return TType("float", args[0].axes)
+    if isinstance(expr, ir.PIECEWISE_CONSTANT):
+        return TType("float", args[0].axes)
+    if isinstance(expr, ir.ARG_EXTREMA):
+        ax = expr.args[1].name
+        return TType("int", tuple(a for a in args[0].axes if a != ax), index_of=ax)
     if isinstance(expr, ir.Size):
         return TType("float")
     if isinstance(expr, ir.AXIS_REMOVING):
@@ -265,6 +280,7 @@ class _Converter:
         self.failed: set[str] = set()   # bindings that had errors: no follow-on errors for them
         self.current = ""
         self.nodes = 0
+        self.frozen = 0                 # > 0 while inside stop_gradient(...)
 
     # ---------------------------------------------------------------- entry points
     def binding(self, b: Binding, later: set[str], used: set[str]):
@@ -319,8 +335,10 @@ class _Converter:
 
     def need_value(self, node, t: TType, what="operand"):
         if t.dtype == "bool":
-            raise _Fail(node, "E212", f"a condition is used as a number ({what})",
-                        "wrap it in where(condition, 1.0, 0.0)")
+            raise _Fail(node, "E212", f"a condition is used as a number ({what}); comparisons have no "
+                        "gradient, so they may only choose between values",
+                        "select with where(condition, a, b); for a 0/1 indicator write "
+                        "where(condition, 1.0, 0.0), which carries no gradient")
         if t.dtype == "int" and t.axes:
             name = _name_of(node)
             raise _Fail(node, "E213", f"integer input '{name}' used as a float" if name else
@@ -517,17 +535,18 @@ class _Converter:
             what = "a float" if it.dtype == "float" else f"a {it.dtype}"
             raise _Fail(idx_node, "E221", f"index must be an integer input, not {what}",
                         "declare the label as {dtype: int, domain: \"[0, C)\"}")
-        if not isinstance(i, sp.Symbol):
-            raise _Fail(idx_node, "E221", "index must be an integer input itself, not an expression")
+        if not isinstance(i, (sp.Symbol, *ir.ARG_EXTREMA)):
+            raise _Fail(idx_node, "E221", "index must be an integer input itself or an argmax/argmin, "
+                        "not an expression")
         k = it.index_of
         if k is None:
             raise _Fail(idx_node, "E222", f"cannot tell which axis '{i}' indexes; give it a domain "
                         "such as \"[0, C)\"")
         if k not in xt.axes:
-            raise _Fail(node, "E223", f"'{i}' indexes axis {k}, which the indexed tensor lacks "
+            raise _Fail(node, "E223", f"'{_source(idx_node)}' indexes axis {k}, which the indexed tensor lacks "
                         f"(its axes: [{', '.join(xt.axes)}])")
         if k in it.axes:
-            raise _Fail(idx_node, "E223", f"'{i}' has the axis {k} that it indexes")
+            raise _Fail(idx_node, "E223", f"'{_source(idx_node)}' has the axis {k} that it indexes")
         rest = tuple(a for a in xt.axes if a != k)
         if rest and set(rest) != set(it.axes):
             raise _Fail(node, "E224", f"gather: the indexed tensor's other axes [{', '.join(rest)}] "
@@ -539,8 +558,7 @@ class _Converter:
             raise _Fail(node.func, "E202", "only calls of formula functions are allowed")
         fname = node.func.id
         if fname in NON_DIFFERENTIABLE:
-            raise _Fail(node, "E230", f"'{fname}' is not differentiable, so the loss would have no "
-                        "gradient through it", "losses must be differentiable in their float inputs")
+            return self.non_differentiable(node, fname, d)
         if fname not in KNOWN_FUNCS:
             hint = did_you_mean(fname, KNOWN_FUNCS)
             raise _Fail(node.func, "E208", f"unknown function '{_clip(fname)}'", hint)
@@ -637,7 +655,7 @@ class _Converter:
             else:
                 raise _Fail(node, "E210", "one_hot takes a label and an axis: one_hot(label, C)")
             i, it = self.visit(args[0], d)
-            if it.dtype != "int" or not it.axes:
+            if it.dtype != "int" or not it.axes and not it.index_of:
                 raise _Fail(args[0], "E221", "one_hot needs an integer input")
             if not isinstance(ax_node, ast.Name) or ax_node.id not in self.axes:
                 raise _Fail(ax_node, "E217", "one_hot: the axis must be a shape symbol of an input")
@@ -647,10 +665,93 @@ class _Converter:
             return self._t(ir.OneHot(i, sp.Symbol(ax)), TType("float", self.union(it, TType("int", (ax,)))))
         if fname == "stop_gradient":
             arity(1)
-            x, t = self.visit(args[0], d)
+            self.frozen += 1
+            try:
+                x, t = self.visit(args[0], d)
+            finally:
+                self.frozen -= 1
             self.need_value(args[0], t)
             return self._t(ir.StopGradient(x), TType("float", t.axes))
         raise _Fail(node, "E208", f"unknown function '{fname}'")  # pragma: no cover
+
+    # ---------------------------------------------------------------- no gradient
+    def non_differentiable(self, node, fname, d):
+        """round floor ceil sign argmax argmin (and the refused sort, topk): allowed only
+        where their argument carries no gradient, or inside stop_gradient(...)."""
+        args = node.args
+        kws = {}
+        for kw in node.keywords if fname not in UNSUPPORTED else ():
+            if kw.arg != "axis" or fname not in ARG_EXTREMA:
+                what = f"unknown keyword '{kw.arg}' (only axis=)" if kw.arg != "axis" else "takes no axis"
+                raise _Fail(kw if kw.arg != "axis" else node, "E209", f"{fname}: {what}")
+            kws["axis"] = kw.value
+        if any(isinstance(a, ast.Starred) for a in args):
+            raise _Fail(node, "E202", "'*' arguments are not allowed")
+        if fname in UNSUPPORTED:
+            if not args:
+                raise _Fail(node, "E210", f"{fname} takes a tensor argument")
+            x, t = self.visit(args[0], d)
+            self.no_gradient(node, fname, args[0], x, t)
+            raise _Fail(node, "E231", f"'{fname}' is not supported by losscc yet: {UNSUPPORTED[fname]}")
+        if len(args) != 1:
+            raise _Fail(node, "E210", f"{fname} takes 1 argument, got {len(args)}")
+        x, t = self.visit(args[0], d)
+        if t.dtype == "bool":
+            self.need_value(args[0], t, f"the argument of {fname}")
+        if t.literal:
+            self.need_value(args[0], t)
+        if fname in ARG_EXTREMA:
+            if "axis" not in kws:
+                raise _Fail(node, "E209", f"{fname}: needs axis=, e.g. {fname}(x, axis=C)")
+            ax = self.axis_arg(kws["axis"], t, fname)
+            if ax in self.variadic:
+                raise _Fail(kws["axis"], "E218", f"{fname}: cannot reduce over the variadic group *{ax}")
+            self.no_gradient(node, fname, args[0], x, t)
+            rest = tuple(a for a in t.axes if a != ax)
+            return self._t(ARG_EXTREMA[fname](x, sp.Symbol(ax)), TType("int", rest, index_of=ax))
+        self.no_gradient(node, fname, args[0], x, t)
+        if t.dtype == "int" and not t.axes and fname != "sign":
+            return self._t(x, TType("float"))  # an integer parameter is its own round/floor/ceil
+        return self._t(PIECEWISE_CONSTANT[fname](x), TType("float", t.axes))
+
+    def no_gradient(self, node, fname, arg_node, x, t: TType) -> None:
+        if not t.grad or self.frozen:
+            return
+        what = _source(arg_node)
+        sources = [n for n in self.grad_sources(x) if n != what]
+        origin = f" (from {', '.join(repr(n) for n in sources)})" if sources else ""
+        if fname in UNSUPPORTED:
+            why = f"losscc refuses '{fname}' on values with a gradient"
+        elif fname in ARG_EXTREMA:
+            why = f"an index has no derivative, so no gradient flows through '{fname}'"
+        else:
+            why = f"'{fname}' is piecewise constant (its derivative is 0 or undefined), so no gradient flows through it"
+        if fname in ARG_EXTREMA:
+            hint = f"wrap the argument in stop_gradient: {fname}(stop_gradient({what}), axis=...)"
+        elif fname in UNSUPPORTED:
+            hint = f"'{fname}' is not supported by losscc yet, also under stop_gradient: {UNSUPPORTED[fname]}"
+        else:
+            hint = (f"wrap the argument in stop_gradient: {fname}(stop_gradient({what})); for a straight-through "
+                    f"estimator write v + stop_gradient({fname}(v) - v)")
+        raise _Fail(node, "E230", f"'{fname}' of '{what}', which carries a gradient{origin}: {why}", hint)
+
+    def grad_sources(self, expr) -> list[str]:
+        """Float inputs and learnable tensors that `expr` depends on outside stop_gradient."""
+        found: set[str] = set()
+        seen: set = set()
+
+        def walk(e):
+            if e in seen or isinstance(e, ir.StopGradient):
+                return
+            seen.add(e)
+            if isinstance(e, sp.Symbol):
+                found.add(e.name)
+            for a in e.args:
+                walk(a)
+
+        walk(expr)
+        order = [i.name for i in self.spec.inputs if i.dtype == "float"] + [lr.name for lr in self.spec.learnable]
+        return [n for n in order if n in found]
 
 
 def _magnitude_digits(base, ex) -> float:
@@ -676,6 +777,15 @@ def _check_constant(node, e) -> None:
         raise _Fail(node, "E203", "constant is not a real number")
     if not (abs(v.real) < 1e300):
         raise _Fail(node, "E203", "constant overflows a float (|value| >= 1e300)")
+
+
+def _source(node) -> str:
+    """The formula text of a node, normalised and shortened for messages."""
+    try:
+        text = ast.unparse(node)
+    except Exception:  # noqa: BLE001 - a message must not fail
+        return "..."
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _name_of(node) -> str:

@@ -84,6 +84,9 @@ def _log1p(x):
 UNARY = {
     sp.exp: _vec(mpmath.exp), sp.log: _vec(_log), ir.log1p: _vec(_log1p), ir.expm1: _vec(mpmath.expm1),
     sp.Abs: _vec(abs), sp.tanh: _vec(mpmath.tanh), ir.sigmoid: _vec(_sigmoid), ir.softplus: _vec(_softplus),
+    # piecewise constant; mpmath.nint rounds half to even, as both frameworks' round
+    ir.Round: _vec(lambda v: mpmath.mpf(mpmath.nint(v))), ir.Floor: _vec(lambda v: mpmath.mpf(mpmath.floor(v))),
+    ir.Ceil: _vec(lambda v: mpmath.mpf(mpmath.ceil(v))), ir.Sign: _vec(lambda v: mpmath.mpf(mpmath.sign(v))),
 }
 _POW = np.frompyfunc(_pow, 2, 1)
 _SQRT = _vec(_sqrt)
@@ -360,6 +363,10 @@ class Evaluator:
             return _sum_axes(x, dims) / n
         if isinstance(e, ir.ReduceMax):
             return np.max(x, axis=dims, keepdims=True)
+        if isinstance(e, ir.ARG_EXTREMA):
+            (d,) = dims
+            return np.expand_dims(np.apply_along_axis(_first_max if isinstance(e, ir.ArgMax) else _first_min,
+                                                      d, x), d)
         if isinstance(e, (ir.LogSumExp, ir.Softmax, ir.LogSoftmax)):
             m = np.max(x, axis=dims, keepdims=True)
             ex = _apply(UNARY[sp.exp], x - m)
@@ -379,6 +386,23 @@ class Evaluator:
                 for d, n in zip(ds, self.sizes[a]):
                     out[d] = n
         return out
+
+
+def _first_max(v) -> int:
+    """Index of the largest entry, the first one at ties (both frameworks' argmax)."""
+    best = 0
+    for k in range(1, len(v)):
+        if v[k] > v[best]:
+            best = k
+    return best
+
+
+def _first_min(v) -> int:
+    best = 0
+    for k in range(1, len(v)):
+        if v[k] < v[best]:
+            best = k
+    return best
 
 
 def _apply(f, x):

@@ -358,10 +358,22 @@ def _pow_guard(e, prog):
     base, ex = e.args
     if ex.is_Integer or (ex.is_Number and ex.is_negative) or is_positive(base, prog):
         return None
+    if not ex.is_Number and _integer_valued(ex, prog):
+        return None  # x ** C with C an axis size or an int parameter: a polynomial
     if isinstance(base, (sp.Piecewise, ir.Where, ir.StopGradient)):
         return None
     pos = sp.Gt(base, 0, evaluate=False)
     return ir.Where(pos, sp.Pow(ir.Where(pos, base, 1), ex), sp.Pow(ir.StopGradient(base), ex))
+
+
+def _integer_valued(e, prog) -> bool:
+    if isinstance(e, ir.Size):
+        return True
+    try:
+        t = prog.typeof(e)
+    except Exception:  # noqa: BLE001 - an untyped compiler-made node: not known to be an integer
+        return False
+    return t.dtype == "int" and not t.axes
 
 
 def split_sqrt_products(expr, prog, fired: list | None = None, memo: dict | None = None):

@@ -170,6 +170,7 @@ FUNCTION_NAMES = frozenset(
         "exp", "log", "log1p", "expm1", "sqrt", "abs", "sigmoid", "softplus", "tanh", "min",
         "max", "clip", "where", "Piecewise", "sum", "mean", "logsumexp", "softmax",
         "log_softmax", "one_hot", "stop_gradient", "square", "log_sigmoid", "relu",
+        "round", "floor", "ceil", "sign", "argmax", "argmin", "sort", "topk",
     }
 )
 _BUILTINS_OK = frozenset({"input", "format", "filter", "map", "id", "hash", "iter", "next", "all", "any", "round"})

@@ -186,3 +186,23 @@ def test_upcast_can_be_turned_off():
     off = compile_spec(spec_from_text(text + "guards: {upcast: false}\n", "x.yaml"), get("paddle"))
     assert "half = in_dtype in (paddle.float16, paddle.bfloat16)" in on
     assert "in_dtype" not in off and "half" not in off
+
+
+def test_no_gradient_guard_on_integer_valued_exponents():
+    # x ** C (an axis size) and x ** k (a float parameter) differ: only the second is
+    # undefined for x < 0 and gets the derivative-0-at-0 guard; x ** C is a polynomial
+    text = """
+name: t
+summary: s
+inputs:
+  x: {dtype: float, shape: [N, C]}
+params:
+  k: {default: 3.5}
+formula: |
+  loss = x ** C + abs(x) ** k
+"""
+    loss = prepare(spec_from_text(text, "t.yaml")).loss
+    guarded = [a for a in sp.preorder_traversal(loss) if isinstance(a, ir.Where)]
+    assert guarded and all("Size" not in str(w) for w in guarded)
+    assert any(isinstance(t, sp.Pow) and isinstance(t.args[1], ir.Size) and t.args[0].is_Symbol
+               for t in sp.preorder_traversal(loss))

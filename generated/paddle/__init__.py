@@ -8,6 +8,7 @@ from .cosine_embedding import cosine_embedding, CosineEmbedding
 from .cross_entropy import cross_entropy, CrossEntropy
 from .cross_entropy_probs import cross_entropy_probs, CrossEntropyProbs
 from .dice import dice, Dice
+from .distill_hard import distill_hard, DistillHard
 from .focal import focal, Focal
 from .gaussian_nll import gaussian_nll, GaussianNll
 from .huber import huber, Huber
@@ -17,6 +18,7 @@ from .margin_ranking import margin_ranking, MarginRanking
 from .mse import mse, Mse
 from .nll import nll, Nll
 from .poisson_nll import poisson_nll, PoissonNll
+from .quantize_ste import quantize_ste, QuantizeSte
 from .sigmoid_focal import sigmoid_focal, SigmoidFocal
 from .smooth_l1 import smooth_l1, SmoothL1
 from .softmax_focal import softmax_focal, SoftmaxFocal
@@ -35,6 +37,8 @@ __all__ = [
     "CrossEntropyProbs",
     "dice",
     "Dice",
+    "distill_hard",
+    "DistillHard",
     "focal",
     "Focal",
     "gaussian_nll",
@@ -53,6 +57,8 @@ __all__ = [
     "Nll",
     "poisson_nll",
     "PoissonNll",
+    "quantize_ste",
+    "QuantizeSte",
     "sigmoid_focal",
     "SigmoidFocal",
     "smooth_l1",

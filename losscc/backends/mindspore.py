@@ -34,6 +34,12 @@ BACKEND = Backend(
         "softmax": "ops.softmax({x}, {axis})",
         # ops.log_softmax is only float32-accurate on CPU, even for float64 inputs
         "log_softmax": "{x} - ops.logsumexp({x}, {axis}, keepdim=True)",
+        "argmax": "ops.argmax({x}, {axis}, keepdim=True)",  # int64; ties: the first index
+        "argmin": "ops.argmin({x}, {axis}, keepdims=True)",
+        "round": "ops.round({x})",  # half to even, as the reference
+        "floor": "ops.floor({x})",
+        "ceil": "ops.ceil({x})",
+        "sign": "ops.sign({x})",
         "take_along_axis": "ops.gather_elements({x}, {axis}, {index})",
         "lookup": "ops.gather(ops.reshape({x}, (-1,)), {index}, 0)",
         "broadcast_to": "ops.broadcast_to({x}, {shape})",

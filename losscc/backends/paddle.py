@@ -36,6 +36,12 @@ BACKEND = Backend(
         "softmax": "F.softmax({x}, axis={axis})",
         # Paddle's CPU log_softmax clips x - max at -64 and is slow; this form is exact
         "log_softmax": "{x} - paddle.logsumexp({x}, axis={axis}, keepdim=True)",
+        "argmax": "paddle.argmax({x}, axis={axis}, keepdim=True)",  # int64; ties: the first index
+        "argmin": "paddle.argmin({x}, axis={axis}, keepdim=True)",
+        "round": "paddle.round({x})",  # half to even, as the reference
+        "floor": "paddle.floor({x})",
+        "ceil": "paddle.ceil({x})",
+        "sign": "paddle.sign({x})",
         "take_along_axis": "paddle.take_along_axis({x}, {index}, axis={axis})",
         "lookup": "paddle.take({x}, {index})",
         "broadcast_to": "paddle.broadcast_to({x}, {shape})",
