@@ -1,7 +1,7 @@
 """The symbolic IR: plain SymPy expressions plus a few tensor operators.
 
 Elementwise math is ordinary SymPy (``Add``, ``Mul``, ``Pow``, ``exp``, ``log``,
-``Piecewise``, ``Min``, ``Max``, ``Abs``, ``tanh``) together with the elementwise
+``Piecewise``, ``Min``, ``Max``, ``Abs``, ``tanh``, ``cosh``) together with the elementwise
 functions SymPy lacks (``sigmoid``, ``softplus``; ``log1p`` and ``expm1`` come
 from ``sympy.codegen.cfunctions``).  Everything that is not elementwise is a
 ``TensorOp``: reductions over a named axis, softmax, gathers, one-hot and

@@ -262,7 +262,7 @@ class Lowerer:
         if isinstance(e, sp.Pow):
             return self.pow(e)
         simple = {sp.exp: "exp", sp.log: "log", ir.log1p: "log1p", ir.expm1: "expm1", sp.Abs: "abs",
-                  sp.tanh: "tanh", ir.sigmoid: "sigmoid", ir.softplus: "softplus"}
+                  sp.tanh: "tanh", sp.cosh: "cosh", ir.sigmoid: "sigmoid", ir.softplus: "softplus"}
         for cls, key in simple.items():
             if isinstance(e, cls):
                 return self.op(key, x=self.value(e.args[0])), ATOM

@@ -37,7 +37,7 @@ class _Fail(Exception):
 
 UNARY = {
     "exp": sp.exp, "log": sp.log, "log1p": ir.log1p, "expm1": ir.expm1, "sqrt": sp.sqrt,
-    "abs": sp.Abs, "sigmoid": ir.sigmoid, "softplus": ir.softplus, "tanh": sp.tanh,
+    "abs": sp.Abs, "sigmoid": ir.sigmoid, "softplus": ir.softplus, "tanh": sp.tanh, "cosh": sp.cosh,
     "square": lambda x: x**2, "relu": lambda x: sp.Max(x, 0),
     "log_sigmoid": lambda x: -ir.softplus(-x),
 }

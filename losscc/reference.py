@@ -83,7 +83,7 @@ def _log1p(x):
 
 UNARY = {
     sp.exp: _vec(mpmath.exp), sp.log: _vec(_log), ir.log1p: _vec(_log1p), ir.expm1: _vec(mpmath.expm1),
-    sp.Abs: _vec(abs), sp.tanh: _vec(mpmath.tanh), ir.sigmoid: _vec(_sigmoid), ir.softplus: _vec(_softplus),
+    sp.Abs: _vec(abs), sp.tanh: _vec(mpmath.tanh), sp.cosh: _vec(mpmath.cosh), ir.sigmoid: _vec(_sigmoid), ir.softplus: _vec(_softplus),
     # piecewise constant; mpmath.nint rounds half to even, as both frameworks' round
     ir.Round: _vec(lambda v: mpmath.mpf(mpmath.nint(v))), ir.Floor: _vec(lambda v: mpmath.mpf(mpmath.floor(v))),
     ir.Ceil: _vec(lambda v: mpmath.mpf(mpmath.ceil(v))), ir.Sign: _vec(lambda v: mpmath.mpf(mpmath.sign(v))),

@@ -113,6 +113,13 @@ def _expm1(e):
     return None
 
 
+def _log_cosh(e):
+    if isinstance(e, sp.log) and isinstance(e.args[0], sp.cosh):
+        a = sp.Abs(e.args[0].args[0])
+        return a + ir.log1p(sp.exp(-2 * a)) - sp.log(2)
+    return None
+
+
 def _sqrt_product(e):
     if isinstance(e, sp.Pow) and abs(e.args[1]) == sp.Rational(1, 2) and isinstance(e.args[0], sp.Mul):
         factors = e.args[0].args
@@ -129,6 +136,8 @@ STABILITY = (
     Rewrite("logsumexp", "log(sum(exp(x))) overflows; logsumexp subtracts the maximum", _log_sum_exp),
     Rewrite("one-minus-sigmoid", "1 - sigmoid(x) = sigmoid(-x) without cancellation", _one_minus_sigmoid),
     Rewrite("log-sigmoid", "log(sigmoid(x)) = -softplus(-x), finite for large |x|", _log_sigmoid),
+    Rewrite("log-cosh", "cosh overflows beyond |x| = 89 in float32; log(cosh(x)) = |x| + log1p(exp(-2|x|)) - log(2)",
+            _log_cosh),
     Rewrite("log1p", "log(1 + x) loses x when |x| is small; log1p(x) does not", _log1p),
     Rewrite("expm1", "exp(x) - 1 cancels near 0; expm1(x) does not", _expm1),
 )

@@ -167,7 +167,7 @@ RESERVED = frozenset(
 # formula function names; inputs may not shadow them
 FUNCTION_NAMES = frozenset(
     {
-        "exp", "log", "log1p", "expm1", "sqrt", "abs", "sigmoid", "softplus", "tanh", "min",
+        "exp", "log", "log1p", "expm1", "sqrt", "abs", "sigmoid", "softplus", "tanh", "cosh", "min",
         "max", "clip", "where", "Piecewise", "sum", "mean", "logsumexp", "softmax",
         "log_softmax", "one_hot", "stop_gradient", "square", "log_sigmoid", "relu",
         "round", "floor", "ceil", "sign", "argmax", "argmin", "sort", "topk",

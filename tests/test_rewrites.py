@@ -136,6 +136,26 @@ ELEMENTWISE_TRIGGERS = {
 }
 
 
+# rules whose result holds a sign split (Abs): proved as exp(before - after) == 1 on each sign
+SIGNED_TRIGGERS = {
+    "log-cosh": [sp.log(sp.cosh(x)), sp.log(sp.cosh(-3 * x))],
+}
+
+
+@pytest.mark.parametrize("name,before", [(n, b) for n, bs in SIGNED_TRIGGERS.items() for b in bs],
+                         ids=lambda v: str(v))
+def test_signed_rule_is_an_identity_on_each_sign(name, before):
+    after = RULES[name].apply(before)
+    assert after is not None and after != before, f"{name} does not fire on {before}"
+    assert after.has(sp.Abs) and not after.has(sp.cosh)
+    for s in (sp.Symbol("p", positive=True), sp.Symbol("m", negative=True)):
+        d = elementary(before - after).subs(x, s)
+        assert sp.simplify(sp.exp(d)) == 1, f"{name}: {before} -> {after} is not an identity for {s}"
+    # and the check can fail: a wrong constant is caught
+    d = elementary(before - after - sp.log(2)).subs(x, sp.Symbol("p", positive=True))
+    assert sp.simplify(sp.exp(d)) != 1
+
+
 @pytest.mark.parametrize("name,before", [(n, b) for n, bs in ELEMENTWISE_TRIGGERS.items() for b in bs],
                          ids=lambda v: str(v))
 def test_elementwise_rule_is_an_identity(name, before):
@@ -215,7 +235,7 @@ def test_tensor_rule_is_an_identity_on_three_lanes(name, label):
 
 
 def test_every_rule_has_a_symbolic_proof():
-    assert set(ELEMENTWISE_TRIGGERS) | set(TENSOR_TRIGGERS) == set(RULES)
+    assert set(ELEMENTWISE_TRIGGERS) | set(SIGNED_TRIGGERS) | set(TENSOR_TRIGGERS) == set(RULES)
 
 
 # --------------------------------------------------------------------------- numerical equivalence
@@ -247,6 +267,7 @@ NUMERIC_TRIGGERS = {
     "log1p": ["loss = log(1 + x**2)", "loss = log(1 + t)", "loss = log(1 + exp(x))"],
     "expm1": ["loss = exp(x) - 1", "loss = 1 - exp(x)", "loss = exp(t) - 1 + x",
               "loss = (1 - exp(-t)) * x"],
+    "log-cosh": ["loss = log(cosh(x))", "loss = t * log(cosh(x - t))"],
 }
 
 
@@ -268,7 +289,8 @@ def test_rule_preserves_the_value(name, formula):
 def test_fired_records_are_pairs_of_equal_values():
     """Each (before, after) node pair optimize() records evaluates to the same values."""
     spec = make_spec(MAT, "loss = -(t * log(sigmoid(x)) + (1 - t) * log(1 - sigmoid(x)))"
-                     " + log(1 + t**2) * (exp(x) - 1) - log(softmax(x, axis=C)[y]) + log(sum(exp(x), axis=C))")
+                     " + log(1 + t**2) * (exp(x) - 1) - log(softmax(x, axis=C)[y]) + log(sum(exp(x), axis=C))"
+                     " + log(cosh(x - t))")
     prog = build_program(spec)
     fired = []
     optimize(prog.loss, fired=fired)
@@ -498,6 +520,8 @@ HARD = [
     ("expm1", 1 - sp.exp(x), -3e-17, lambda v: -mpmath.expm1(v)),
     ("log-sigmoid", sp.log(ir.sigmoid(x)), -800.0, lambda v: -mpmath.log1p(mpmath.exp(-v))),
     ("one-minus-sigmoid", 1 - ir.sigmoid(x), 40.0, lambda v: 1 / (1 + mpmath.exp(v))),
+    ("log-cosh", sp.log(sp.cosh(x)), 800.0, lambda v: mpmath.log(mpmath.cosh(v))),
+    ("log-cosh", sp.log(sp.cosh(x)), -800.0, lambda v: mpmath.log(mpmath.cosh(v))),
 ]
 
 

@@ -14,6 +14,7 @@ from .gaussian_nll import gaussian_nll, GaussianNll
 from .huber import huber, Huber
 from .kl_div import kl_div, KlDiv
 from .l1 import l1, L1
+from .log_cosh import log_cosh, LogCosh
 from .margin_ranking import margin_ranking, MarginRanking
 from .mse import mse, Mse
 from .nll import nll, Nll
@@ -49,6 +50,8 @@ __all__ = [
     "KlDiv",
     "l1",
     "L1",
+    "log_cosh",
+    "LogCosh",
     "margin_ranking",
     "MarginRanking",
     "mse",

@@ -16,6 +16,7 @@ BACKEND = Backend(
         "rsqrt": "ops.rsqrt({x})",
         "abs": "ops.abs({x})",
         "tanh": "ops.tanh({x})",
+        "cosh": "ops.cosh({x})",
         "sigmoid": "ops.sigmoid({x})",
         "softplus": "_softplus({x})",
         "maximum": "ops.maximum({x}, {y})",

@@ -18,6 +18,7 @@ BACKEND = Backend(
         "rsqrt": "paddle.rsqrt({x})",
         "abs": "paddle.abs({x})",
         "tanh": "paddle.tanh({x})",
+        "cosh": "paddle.cosh({x})",
         "sigmoid": "F.sigmoid({x})",
         "softplus": "_softplus({x})",
         "maximum": "paddle.maximum({x}, {y})",
