@@ -353,16 +353,26 @@ class Lowerer:
             return self.op("rsqrt", x=self.value(base)), ATOM
         if ex.is_Number and ex.is_negative:
             return f"1 / {self.wrap(base ** -ex, MUL + 1)}", MUL
+        if ex == 2 and "square" in self.b.ops:  # a backend whose integer pow is a slow generic kernel
+            return self.op("square", x=self.value(base)), ATOM
         if ex.is_Integer:
             return f"{self.wrap(base, ATOM)} ** {int(ex)}", POW
         return f"{self.wrap(base, ATOM)} ** {self.wrap(ex, ATOM)}", POW
 
     def minmax(self, e) -> tuple[str, int]:
         """max/min as where(a >= b, a, b): at a tie the gradient goes to the first argument,
-        which is the convention of torch.clamp (the hinge of margin losses passes gradient)."""
+        which is the convention of torch.clamp (the hinge of margin losses passes gradient).
+
+        A tensor against a bound that is not differentiated (a number or a hyperparameter)
+        is a one-sided clip, which both backends' clip kernels compute with the same tie
+        convention at a fraction of where's cost."""
         args = list(e.args)
         # tensors first, then scalars: max(z, 0) ties go to z
         args.sort(key=lambda a: 0 if self.typeof(a).axes else 1)
+        if len(args) == 2 and self.typeof(args[0]).axes and self._constant_bound(args[1]):
+            bound = self.value(args[1])
+            key = "clip_min" if isinstance(e, sp.Max) else "clip_max"
+            return self.op(key, x=self.value(args[0]), lo=bound, hi=bound), ATOM
         rel = ">=" if isinstance(e, sp.Max) else "<="
         code = self.value(args[0])
         first_scalar = self.scalar_like(args[0])
@@ -372,6 +382,13 @@ class Lowerer:
                                     first_scalar, self.scalar_like(other))
             first_scalar = False
         return code, ATOM
+
+    def _constant_bound(self, e) -> bool:
+        """A scalar that no gradient flows into: numbers and hyperparameters."""
+        if self.typeof(e).axes or e.has(ir.Item):
+            return False
+        params = {self.prog.symbols[p.name] for p in self.prog.spec.params}
+        return e.free_symbols <= params
 
     def materialize_code(self, code: str) -> str:
         var = self.fresh("t")

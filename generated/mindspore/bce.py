@@ -20,9 +20,9 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
     p = stop_gradient(input)
     slope = stop_gradient(weight*(-target + p)/max(9.999999960041972e-13, (1 - p)*p))
-    t_2 = -p
-    t_4 = target*max(-100, log(p)) + (1 - target)*max(-100, log1p(t_2))
-    loss = (input + t_2)*slope - weight*t_4
+    t = -p
+    t_1 = target*max(-100, log(p)) + (1 - target)*max(-100, log1p(t))
+    loss = (input + t)*slope - weight*t_1
 """
 
 import mindspore as ms
@@ -62,17 +62,14 @@ def bce(input, target, weight=None, *, reduction="mean"):
     if weight is None:
         weight = ops.full((), 1.0, dtype=dtype)
     p = ops.stop_gradient(input)
-    t = (1 - p) * p
     slope = ops.stop_gradient(
-        (weight * (p - target) / ops.where(t >= 9.999999960041972e-13, t, 9.999999960041972e-13))
+        (weight * (p - target) / ops.clamp((1 - p) * p, min=9.999999960041972e-13))
     )
-    t_1 = ops.log(p)
-    t_2 = -p
-    t_3 = ops.log1p(t_2)
-    t_4 = target * ops.where(t_1 >= -100, t_1, -100) + (1 - target) * ops.where(
-        t_3 >= -100, t_3, -100
+    t = -p
+    t_1 = target * ops.clamp(ops.log(p), min=-100) + (1 - target) * ops.clamp(
+        ops.log1p(t), min=-100
     )
-    loss = (input - p) * slope - weight * t_4
+    loss = (input - p) * slope - weight * t_1
     if reduction == "none":
         result = loss
     elif reduction == "sum":

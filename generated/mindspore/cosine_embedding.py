@@ -74,8 +74,7 @@ def cosine_embedding(input1, input2, target, *, margin=0.0, reduction="mean"):
     cos = dot / (
         ops.sqrt(9.999999960041972e-13 + total) * ops.sqrt(9.999999960041972e-13 + total_1)
     )
-    t = cos - margin
-    loss = ops.where(target == 1, 1 - cos, ops.where(t >= 0, t, 0))
+    loss = ops.where(target == 1, 1 - cos, ops.clamp(cos - margin, min=0))
     if reduction == "none":
         result = ops.reshape(loss, (N,))
     elif reduction == "sum":

@@ -43,6 +43,13 @@ def _check(label_smoothing, reduction):
         )
 
 
+def _log_softmax(x, axis):
+    """x - logsumexp(x, axis), exact for logits of any size."""
+    if x.dtype == ms.float32:
+        return ops.log_softmax(x, axis)
+    return x - ops.logsumexp(x, axis, keepdim=True)
+
+
 def cross_entropy_probs(input, target, weight=None, *, label_smoothing=0.0, reduction="mean"):
     """Cross-entropy of logits and probability targets, as torch.nn.functional.cross_entropy.
 
@@ -75,7 +82,7 @@ def cross_entropy_probs(input, target, weight=None, *, label_smoothing=0.0, redu
     else:
         weight = ops.reshape(weight, (C,) + (1,) * len(D))
     q = label_smoothing / C + target * (1 - label_smoothing)
-    log_probs = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
+    log_probs = _log_softmax(input, -(1 + len(D)))
     total = ops.sum(weight * q * log_probs, -(1 + len(D)), keepdim=True)
     loss = -total
     if reduction == "none":

@@ -23,8 +23,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     total = sum(probs, axis=P)
     total_1 = sum(target, axis=P)
     total_2 = total + total_1
-    t = 2*overlap/max(1e-07, total_2)
-    loss = 1 - t
+    loss = 1 - 2*overlap/max(1e-07, total_2)
 """
 
 import mindspore as ms
@@ -62,12 +61,7 @@ def dice(probs, target, *, reduction="mean"):
     total = ops.sum(probs, -1, keepdim=True)
     total_1 = ops.sum(target, -1, keepdim=True)
     total_2 = total + total_1
-    t = (
-        2
-        * overlap
-        / ops.where(total_2 >= ms.Tensor(1e-07, dtype), total_2, ms.Tensor(1e-07, dtype))
-    )
-    loss = 1 - t
+    loss = 1 - 2 * overlap / ops.clamp(total_2, min=ms.Tensor(1e-07, dtype))
     if reduction == "none":
         result = ops.reshape(loss, (N,))
     elif reduction == "sum":

@@ -38,6 +38,13 @@ def _check(reduction):
         )
 
 
+def _log_softmax(x, axis):
+    """x - logsumexp(x, axis), exact for logits of any size."""
+    if x.dtype == ms.float32:
+        return ops.log_softmax(x, axis)
+    return x - ops.logsumexp(x, axis, keepdim=True)
+
+
 def distill_hard(student, teacher, *, reduction="mean"):
     """Cross-entropy of the student against the teacher's argmax (hard pseudo-labels).
 
@@ -58,7 +65,7 @@ def distill_hard(student, teacher, *, reduction="mean"):
     N = student.shape[0]
     frozen = ops.stop_gradient(teacher)
     pseudo = ops.argmax(frozen, -1, keepdim=True)
-    log_probs = student - ops.logsumexp(student, -1, keepdim=True)
+    log_probs = _log_softmax(student, -1)
     picked = ops.gather_elements(log_probs, -1, pseudo)
     loss = -picked
     if reduction == "none":

@@ -41,6 +41,13 @@ def _check(alpha, gamma, reduction):
         raise ValueError(f"focal: gamma must be >= 0; got {gamma!r}")
 
 
+def _log_softmax(x, axis):
+    """x - logsumexp(x, axis), exact for logits of any size."""
+    if x.dtype == ms.float32:
+        return ops.log_softmax(x, axis)
+    return x - ops.logsumexp(x, axis, keepdim=True)
+
+
 def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
     """Multi-class focal loss (Lin et al., 2017) for class imbalance.
 
@@ -64,7 +71,7 @@ def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
     alpha = ms.Tensor(alpha, dtype)
     gamma = ms.Tensor(gamma, dtype)
     label = ops.reshape(label, (N, 1))
-    log_probs = logits - ops.logsumexp(logits, -1, keepdim=True)
+    log_probs = _log_softmax(logits, -1)
     picked = ops.gather_elements(log_probs, -1, label)
     t = -ops.expm1(picked)
     frozen = ops.stop_gradient(t)

@@ -61,7 +61,7 @@ def gaussian_nll(input, target, var, *, full=False, eps=1e-06, reduction="mean")
     dtype = input.dtype
     eps = ms.Tensor(eps, dtype)
     var = ops.reshape(var, tuple(var.shape) + (1,) * (input.ndim - var.ndim))
-    frozen = ops.stop_gradient((ops.where(var >= eps, var, eps) - var))
+    frozen = ops.stop_gradient((ops.clamp(var, min=eps) - var))
     v = var + frozen
     loss = (
         0.5 * ops.log(v)

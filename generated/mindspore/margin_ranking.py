@@ -52,8 +52,7 @@ def margin_ranking(input1, input2, target, *, margin=0.0, reduction="mean"):
         target = ops.cast(target, ms.float32)
     dtype = input1.dtype
     margin = ms.Tensor(margin, dtype)
-    t = margin - target * (input1 - input2)
-    loss = ops.where(t >= 0, t, 0)
+    loss = ops.clamp(margin - target * (input1 - input2), min=0)
     if reduction == "none":
         result = loss
     elif reduction == "sum":

@@ -39,6 +39,13 @@ def _check(gamma, reduction):
         raise ValueError(f"softmax_focal: gamma must be >= 0; got {gamma!r}")
 
 
+def _log_softmax(x, axis):
+    """x - logsumexp(x, axis), exact for logits of any size."""
+    if x.dtype == ms.float32:
+        return ops.log_softmax(x, axis)
+    return x - ops.logsumexp(x, axis, keepdim=True)
+
+
 def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
     """Softmax focal loss with per-class alpha (Lin et al., 2017).
 
@@ -68,7 +75,7 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
     if alpha is None:
         alpha = ops.full((C,), 0.25, dtype=dtype)
     picked = ops.gather(ops.reshape(alpha, (-1,)), target, 0)
-    log_probs = input - ops.logsumexp(input, -1, keepdim=True)
+    log_probs = _log_softmax(input, -1)
     picked_1 = ops.gather_elements(log_probs, -1, target)
     t = -ops.expm1(picked_1)
     frozen = ops.stop_gradient(t)

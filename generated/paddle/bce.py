@@ -19,11 +19,10 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     p = stop_gradient(input)
-    t_1 = weight*(-target + p)/max(9.999999960041972e-13, (1 - p)*p)
-    slope = stop_gradient(t_1)
-    t_3 = -p
-    t_5 = target*max(-100, log(p)) + (1 - target)*max(-100, log1p(t_3))
-    loss = (input + t_3)*slope - weight*t_5
+    slope = stop_gradient(weight*(-target + p)/max(9.999999960041972e-13, (1 - p)*p))
+    t = -p
+    t_1 = target*max(-100, log(p)) + (1 - target)*max(-100, log1p(t))
+    loss = (input + t)*slope - weight*t_1
 """
 
 import paddle
@@ -64,20 +63,14 @@ def bce(input, target, weight=None, *, reduction="mean"):
     if weight is None:
         weight = paddle.full((), 1.0, dtype=dtype)
     p = paddle.assign(input).detach()
-    t = (1 - p) * p
-    t_1 = (
-        weight
-        * (p - target)
-        / paddle.where(t >= 9.999999960041972e-13, t, paddle.full_like(t, 9.999999960041972e-13))
+    slope = paddle.assign(
+        (weight * (p - target) / paddle.clip((1 - p) * p, min=9.999999960041972e-13))
+    ).detach()
+    t = -p
+    t_1 = target * paddle.clip(paddle.log(p), min=-100) + (1 - target) * paddle.clip(
+        paddle.log1p(t), min=-100
     )
-    slope = paddle.assign(t_1).detach()
-    t_2 = paddle.log(p)
-    t_3 = -p
-    t_4 = paddle.log1p(t_3)
-    t_5 = target * paddle.where(t_2 >= -100, t_2, paddle.full_like(t_2, -100)) + (
-        1 - target
-    ) * paddle.where(t_4 >= -100, t_4, paddle.full_like(t_4, -100))
-    loss = (input - p) * slope - weight * t_5
+    loss = (input - p) * slope - weight * t_1
     if reduction == "none":
         result = loss
     elif reduction == "sum":

@@ -15,7 +15,8 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    loss = -weight*(-(1 - target)*softplus(input) - pos_weight*target*softplus(-input))
+    t = -(1 - target)*softplus(input) - pos_weight*target*softplus(-input)
+    loss = -weight*t
 """
 
 import paddle
@@ -31,14 +32,6 @@ def _check(reduction):
         raise ValueError(
             f"bce_with_logits: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
         )
-
-
-def _softplus(x):
-    """log(1 + exp(x)) without overflow; exact gradient sigmoid(x), also at x = 0."""
-    positive = x > 0
-    return paddle.where(positive, x, paddle.zeros_like(x)) + paddle.log1p(
-        paddle.exp(paddle.where(positive, -x, x))
-    )
 
 
 def bce_with_logits(input, target, weight=None, pos_weight=None, *, reduction="mean"):
@@ -72,9 +65,10 @@ def bce_with_logits(input, target, weight=None, pos_weight=None, *, reduction="m
         weight = paddle.full((), 1.0, dtype=dtype)
     if pos_weight is None:
         pos_weight = paddle.full((C,), 1.0, dtype=dtype)
-    loss = -(
-        weight * (-((1 - target) * _softplus(input)) - pos_weight * target * _softplus(-input))
+    t = -((1 - target) * F.softplus(input, threshold=40.0)) - pos_weight * target * F.softplus(
+        -input, threshold=40.0
     )
+    loss = -(weight * t)
     if reduction == "none":
         result = loss
     elif reduction == "sum":

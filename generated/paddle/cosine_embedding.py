@@ -70,13 +70,12 @@ def cosine_embedding(input1, input2, target, *, margin=0.0, reduction="mean"):
     margin = paddle.full([], margin, dtype=dtype)
     target = paddle.reshape(target, (N, 1))
     dot = paddle.sum(input1 * input2, axis=-1, keepdim=True)
-    total = paddle.sum(input1**2, axis=-1, keepdim=True)
-    total_1 = paddle.sum(input2**2, axis=-1, keepdim=True)
+    total = paddle.sum(paddle.square(input1), axis=-1, keepdim=True)
+    total_1 = paddle.sum(paddle.square(input2), axis=-1, keepdim=True)
     cos = dot / (
         paddle.sqrt(9.999999960041972e-13 + total) * paddle.sqrt(9.999999960041972e-13 + total_1)
     )
-    t = cos - margin
-    loss = paddle.where(target == 1, 1 - cos, paddle.where(t >= 0, t, paddle.full_like(t, 0)))
+    loss = paddle.where(target == 1, 1 - cos, paddle.clip(cos - margin, min=0))
     if reduction == "none":
         result = paddle.reshape(loss, (N,))
     elif reduction == "sum":

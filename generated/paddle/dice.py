@@ -23,8 +23,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     total = sum(probs, axis=P)
     total_1 = sum(target, axis=P)
     total_2 = total + total_1
-    t = max(1e-07, total_2)
-    loss = 1 - 2*overlap/t
+    loss = 1 - 2*overlap/max(1e-07, total_2)
 """
 
 import paddle
@@ -63,12 +62,7 @@ def dice(probs, target, *, reduction="mean"):
     total = paddle.sum(probs, axis=-1, keepdim=True)
     total_1 = paddle.sum(target, axis=-1, keepdim=True)
     total_2 = total + total_1
-    t = paddle.where(
-        total_2 >= paddle.full([], 1e-07, dtype=dtype),
-        total_2,
-        paddle.full_like(total_2, paddle.full([], 1e-07, dtype=dtype)),
-    )
-    loss = 1 - 2 * overlap / t
+    loss = 1 - 2 * overlap / paddle.clip(total_2, min=paddle.full([], 1e-07, dtype=dtype))
     if reduction == "none":
         result = paddle.reshape(loss, (N,))
     elif reduction == "sum":

@@ -62,11 +62,11 @@ def gaussian_nll(input, target, var, *, full=False, eps=1e-06, reduction="mean")
     dtype = input.dtype
     eps = paddle.full([], eps, dtype=dtype)
     var = paddle.reshape(var, tuple(var.shape) + (1,) * (input.ndim - var.ndim))
-    frozen = paddle.assign((paddle.where(var >= eps, var, eps) - var)).detach()
+    frozen = paddle.assign((paddle.clip(var, min=eps) - var)).detach()
     v = var + frozen
     loss = (
         0.5 * paddle.log(v)
-        + 0.5 * (input - target) ** 2 / v
+        + 0.5 * paddle.square(input - target) / v
         + (paddle.full([], 0.9189385332046728, dtype=dtype) if full else 0)
     )
     if reduction == "none":

@@ -63,7 +63,7 @@ def huber(input, target, weight=None, *, delta=1.0, reduction="mean"):
     if weight is None:
         weight = paddle.full((), 1.0, dtype=dtype)
     d = paddle.abs(input - target)
-    loss = weight * paddle.where(d < delta, 0.5 * d**2, delta * (d - 0.5 * delta))
+    loss = weight * paddle.where(d < delta, 0.5 * paddle.square(d), delta * (d - 0.5 * delta))
     if reduction == "none":
         result = loss
     elif reduction == "sum":

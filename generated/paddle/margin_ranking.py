@@ -53,8 +53,7 @@ def margin_ranking(input1, input2, target, *, margin=0.0, reduction="mean"):
         target = paddle.cast(target, "float32")
     dtype = input1.dtype
     margin = paddle.full([], margin, dtype=dtype)
-    t = margin - target * (input1 - input2)
-    loss = paddle.where(t >= 0, t, paddle.full_like(t, 0))
+    loss = paddle.clip(margin - target * (input1 - input2), min=0)
     if reduction == "none":
         result = loss
     elif reduction == "sum":

@@ -54,7 +54,7 @@ def mse(input, target, weight=None, *, reduction="mean"):
     dtype = input.dtype
     if weight is None:
         weight = paddle.full((), 1.0, dtype=dtype)
-    loss = weight * (input - target) ** 2
+    loss = weight * paddle.square(input - target)
     if reduction == "none":
         result = loss
     elif reduction == "sum":

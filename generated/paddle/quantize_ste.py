@@ -58,7 +58,7 @@ def quantize_ste(input, target, *, levels=1.0, reduction="mean"):
     dtype = input.dtype
     levels = paddle.full([], levels, dtype=dtype)
     frozen = paddle.assign((paddle.round(input * levels) / levels - input)).detach()
-    loss = (input + frozen - target) ** 2
+    loss = paddle.square(input + frozen - target)
     if reduction == "none":
         result = loss
     elif reduction == "sum":

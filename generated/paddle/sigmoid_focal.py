@@ -51,14 +51,6 @@ def _check(alpha, gamma, reduction):
         raise ValueError(f"sigmoid_focal: gamma must be >= 0; got {gamma!r}")
 
 
-def _softplus(x):
-    """log(1 + exp(x)) without overflow; exact gradient sigmoid(x), also at x = 0."""
-    positive = x > 0
-    return paddle.where(positive, x, paddle.zeros_like(x)) + paddle.log1p(
-        paddle.exp(paddle.where(positive, -x, x))
-    )
-
-
 def sigmoid_focal(logit, label, *, alpha=0.25, gamma=2.0, reduction="sum"):
     """Sigmoid focal loss (Lin et al., 2017), as paddle.nn.functional.sigmoid_focal_loss.
 
@@ -84,7 +76,7 @@ def sigmoid_focal(logit, label, *, alpha=0.25, gamma=2.0, reduction="sum"):
     t = 1 - label
     alpha_t = alpha * label + (1 - alpha) * t
     t_1 = -logit
-    bce = label * _softplus(t_1) + t * _softplus(logit)
+    bce = label * F.softplus(t_1, threshold=40.0) + t * F.softplus(logit, threshold=40.0)
     p = F.sigmoid(logit)
     t_2 = 1 - label * p - t * F.sigmoid(t_1)
     frozen = paddle.assign(t_2).detach()

@@ -59,7 +59,7 @@ def smooth_l1(input, target, *, beta=1.0, reduction="mean"):
     d = paddle.abs(input - target)
     t = d < beta
     loss = paddle.where(
-        t, 0.5 * d**2 / paddle.where(t, beta, paddle.full_like(beta, 1)), d - 0.5 * beta
+        t, 0.5 * paddle.square(d) / paddle.where(t, beta, paddle.full_like(beta, 1)), d - 0.5 * beta
     )
     if reduction == "none":
         result = loss

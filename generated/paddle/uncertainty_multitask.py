@@ -39,14 +39,6 @@ def _check(reduction):
         )
 
 
-def _softplus(x):
-    """log(1 + exp(x)) without overflow; exact gradient sigmoid(x), also at x = 0."""
-    positive = x > 0
-    return paddle.where(positive, x, paddle.zeros_like(x)) + paddle.log1p(
-        paddle.exp(paddle.where(positive, -x, x))
-    )
-
-
 def uncertainty_multitask(logits1, labels1, logits2, labels2, log_vars, *, reduction="mean"):
     """Two binary tasks weighted by learnable log-variances (Kendall et al., 2018).
 
@@ -71,9 +63,13 @@ def uncertainty_multitask(logits1, labels1, logits2, labels2, log_vars, *, reduc
         labels2 = paddle.cast(labels2, "float32")
     dtype = logits1.dtype
     log_vars = paddle.cast(log_vars, dtype)
-    bce1 = labels1 * _softplus(-logits1) + (1 - labels1) * _softplus(logits1)
+    bce1 = labels1 * F.softplus(-logits1, threshold=40.0) + (1 - labels1) * F.softplus(
+        logits1, threshold=40.0
+    )
     s1 = log_vars[0]
-    bce2 = labels2 * _softplus(-logits2) + (1 - labels2) * _softplus(logits2)
+    bce2 = labels2 * F.softplus(-logits2, threshold=40.0) + (1 - labels2) * F.softplus(
+        logits2, threshold=40.0
+    )
     s2 = log_vars[1]
     loss = bce1 * paddle.exp(-s1) + bce2 * paddle.exp(-s2) + s1 + s2
     if reduction == "none":
