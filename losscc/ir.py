@@ -23,8 +23,22 @@ __all__ = [
     "sigmoid", "softplus", "log1p", "expm1", "Clip", "Where", "TensorOp", "ReduceSum", "ReduceMean",
     "ReduceMax", "LogSumExp", "Softmax", "LogSoftmax", "Gather", "OneHot", "StopGradient",
     "Size", "Item", "AXIS_REMOVING", "AXIS_KEEPING", "Round", "Floor", "Ceil", "Sign", "ArgMax", "ArgMin",
-    "PIECEWISE_CONSTANT", "ARG_EXTREMA",
+    "PIECEWISE_CONSTANT", "ARG_EXTREMA", "real_abs", "real_parts",
 ]
+
+
+def real_parts(e: sp.Expr) -> sp.Expr:
+    """e with re(a) -> a and im(a) -> 0: every IR value is real, but its symbols carry no
+    assumptions, so SymPy evaluates Abs(exp(a)) to exp(re(a))."""
+    if not e.has(sp.re, sp.im):
+        return e
+    e = e.replace(lambda n: isinstance(n, sp.re), lambda n: n.args[0])
+    return e.replace(lambda n: isinstance(n, sp.im), lambda n: sp.S.Zero)
+
+
+def real_abs(x: sp.Expr) -> sp.Expr:
+    """|x| of a real x (abs of a positive expression is the expression)."""
+    return real_parts(sp.Abs(x))
 
 
 class sigmoid(sp.Function):  # noqa: N801 - mirrors the formula language

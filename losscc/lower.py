@@ -489,6 +489,12 @@ class Lowerer:
             index = self.value(e.args[1])
             if src_axes == (ax,):
                 return self.op("lookup", x=self.value(x), index=index), ATOM
+            if (isinstance(x, ir.LogSoftmax) and x.args[-1] == e.args[-1] and "gather_log_softmax" in self.b.ops
+                    and self.uses.get(x, 0) <= 1 and x not in self.memo):
+                # log_softmax(z)[i] = z[i] - logsumexp(z): no full-size subtraction, where the
+                # backend has it and nothing else reads the whole log_softmax
+                z = self.tensor_arg(x.args[0])
+                return self.op("gather_log_softmax", x=z, axis=pos, index=index), ADD
             return self.op("take_along_axis", x=self.value(x), axis=pos, index=index), ATOM
         key = {ir.ReduceSum: "sum", ir.ReduceMean: "mean", ir.ReduceMax: "amax", ir.LogSumExp: "logsumexp",
                ir.Softmax: "softmax", ir.LogSoftmax: "log_softmax", ir.ArgMax: "argmax",

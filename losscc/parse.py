@@ -37,7 +37,7 @@ class _Fail(Exception):
 
 UNARY = {
     "exp": sp.exp, "log": sp.log, "log1p": ir.log1p, "expm1": ir.expm1, "sqrt": sp.sqrt,
-    "abs": sp.Abs, "sigmoid": ir.sigmoid, "softplus": ir.softplus, "tanh": sp.tanh, "cosh": sp.cosh,
+    "abs": ir.real_abs, "sigmoid": ir.sigmoid, "softplus": ir.softplus, "tanh": sp.tanh, "cosh": sp.cosh,
     "square": lambda x: x**2, "relu": lambda x: sp.Max(x, 0),
     "log_sigmoid": lambda x: -ir.softplus(-x),
 }
@@ -152,7 +152,7 @@ def build_program(spec: Spec) -> Program:
         sub = {symbols[i.name]: ir.Clip(symbols[i.name], -sp.Float(clip), sp.Float(clip)) for i in spec.inputs
                if i.dtype == "float" and not i.optional and i.domain.lo is None and i.domain.hi is None
                and not i.domain.is_set}
-        bound = [(n, e.xreplace(sub)) for n, e in bound]
+        bound = [(n, ir.real_parts(e.xreplace(sub))) for n, e in bound]
         for old, new in sub.items():
             types[new] = types[old]
         scratch = Program(spec, axes, variadic, symbols, (), bound[-1][1], {}, types)

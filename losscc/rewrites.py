@@ -115,9 +115,42 @@ def _expm1(e):
 
 def _log_cosh(e):
     if isinstance(e, sp.log) and isinstance(e.args[0], sp.cosh):
-        a = sp.Abs(e.args[0].args[0])
+        a = ir.real_abs(e.args[0].args[0])
         return a + ir.log1p(sp.exp(-2 * a)) - sp.log(2)
     return None
+
+
+def _linear_tail(e):
+    """Piecewise((A(d), d < c), (B(d), True)) where A is a polynomial in d and B its tangent
+    line at c (Huber's form): A(m) + B' * (d - m) with m = min(d, c).
+
+    Equal on both sides of c, and in gradient (at c both give A'(c) = B'); the min is a
+    one-sided clip, cheaper than a select and its backward. A's coefficients must not
+    divide by a symbol, so A(m) is finite wherever A(d) is defined (smooth L1's 0.5*d**2/beta
+    with beta = 0 stays a Piecewise, whose untaken branch is guarded).
+    """
+    if not isinstance(e, sp.Piecewise) or len(e.args) != 2 or e.args[1].cond is not sp.true:
+        return None
+    (a, cond), (b, _) = e.args
+    if isinstance(cond, (sp.StrictLessThan, sp.LessThan)):
+        d, c = cond.lhs, cond.rhs
+    elif isinstance(cond, (sp.StrictGreaterThan, sp.GreaterThan)):
+        c, d = cond.lhs, cond.rhs
+    else:
+        return None
+    if d.is_number or not c.free_symbols.isdisjoint(d.free_symbols):
+        return None
+    u = sp.Dummy("u")
+    A, B = a.subs(d, u), b.subs(d, u)
+    if not (A.has(u) and A.is_polynomial(u) and B.is_polynomial(u)):
+        return None
+    if sp.degree(A, u) < 2 or sp.degree(B, u) != 1 or sp.denom(sp.together(A)).free_symbols:
+        return None
+    slope = sp.diff(B, u)
+    if sp.simplify(A.subs(u, c) - B.subs(u, c)) != 0 or sp.simplify(sp.diff(A, u).subs(u, c) - slope) != 0:
+        return None
+    m = sp.Min(d, c)
+    return ir.real_parts(A.subs(u, m) + slope * (d - m))
 
 
 def _sqrt_product(e):
@@ -140,6 +173,8 @@ STABILITY = (
             _log_cosh),
     Rewrite("log1p", "log(1 + x) loses x when |x| is small; log1p(x) does not", _log1p),
     Rewrite("expm1", "exp(x) - 1 cancels near 0; expm1(x) does not", _expm1),
+    Rewrite("linear-tail", "a polynomial continued by its tangent line past c (Huber) is A(min(d, c)) "
+            "+ slope * (d - min(d, c)): a clip instead of a select", _linear_tail),
 )
 # Rules that need the program (range analysis) run as their own passes below:
 # sqrt-of-product (split_sqrt_products), guard-untaken-branch, gradient-guard-pow.
@@ -152,7 +187,8 @@ def rebuild(e, args):
         return sp.Piecewise(*args, evaluate=False)
     if isinstance(e, sp.functions.elementary.piecewise.ExprCondPair):
         return sp.functions.elementary.piecewise.ExprCondPair(*args)
-    return e.func(*args)
+    out = e.func(*args)
+    return ir.real_parts(out) if isinstance(e, sp.Abs) else out
 
 
 def optimize(expr: sp.Expr, rules=STABILITY, memo: dict | None = None,

@@ -10,6 +10,12 @@ os.environ.setdefault("GLOG_minloglevel", "2")
 import mindspore  # noqa: E402,F401  (first, see above)
 import paddle  # noqa: E402,F401
 import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
+
+# CI runs the property tests on a fixed sequence of examples (HYPOTHESIS_PROFILE=ci, set by
+# .ci/run), so a landing run cannot fail on a new random draw; by hand they explore afresh.
+settings.register_profile("ci", derandomize=True, database=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))

@@ -4,6 +4,8 @@ random mutations of valid specs never crash the compiler."""
 from pathlib import Path
 
 import numpy as np
+import pytest
+import sympy as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -60,6 +62,18 @@ def test_random_formulas_compile_or_fail_cleanly(expr):
             compile(code, f"prop_{backend.name}.py", "exec")  # the output is valid Python
     except SpecError as exc:
         assert exc.diagnostics and all(d.loc.path == "prop.yaml" for d in exc.diagnostics)
+
+
+@pytest.mark.parametrize("expr", ["abs(exp(x))", "abs(softmax(x, axis=C)[label])", "log(cosh(exp(x)))",
+                                  "abs(exp(x) * y) + abs(x)"])
+def test_abs_of_a_positive_expression_compiles(expr):
+    """Found by the property above: SymPy writes Abs(exp(x)) as exp(re(x)) for symbols without
+    assumptions; IR values are real, so the parser and the rewrites drop re()."""
+    spec = spec_from_text(HEADER + f"  loss = {expr}\n", "prop.yaml")
+    prep = prepare(spec)
+    assert not prep.loss.has(sp.re, sp.im) and not build_program(spec).loss.has(sp.re, sp.im)
+    for backend in all_backends():
+        compile(compile_spec(spec, backend), f"prop_{backend.name}.py", "exec")
 
 
 @settings(max_examples=12, deadline=None,

@@ -156,6 +156,40 @@ def test_signed_rule_is_an_identity_on_each_sign(name, before):
     assert sp.simplify(sp.exp(d)) != 1
 
 
+# rules whose result holds a min(d, c): proved on each side of c (d = c - p and d = c + p, p > 0)
+SIDED_TRIGGERS = {
+    "linear-tail": [sp.Piecewise((sp.Rational(1, 2) * x**2, x < y), (y * (x - y / 2), True)),
+                    sp.Piecewise((x**2 + x, x < 2), (5 * x - 4, True)),
+                    sp.Piecewise((x**2 + x, 2 > x), (5 * x - 4, True))],
+}
+
+
+@pytest.mark.parametrize("name,before", [(n, b) for n, bs in SIDED_TRIGGERS.items() for b in bs],
+                         ids=lambda v: str(v))
+def test_sided_rule_is_an_identity_on_each_side(name, before):
+    after = RULES[name].apply(before)
+    assert after is not None and after != before, f"{name} does not fire on {before}"
+    assert after.has(sp.Min) and not after.has(sp.Piecewise)
+    (_, cond), _ = before.args
+    c = cond.rhs if cond.lhs == x else cond.lhs  # the bound; d is x
+    p = sp.Symbol("p", positive=True)
+    cr = c.subs(y, yr)
+    for side in (cr - p, cr + p):
+        b, a = before.subs(y, yr).subs(x, side), after.subs(y, yr).subs(x, side)
+        assert sp.simplify(b - a) == 0, f"{name}: {before} -> {after} differs at d = {side}"
+        # first derivatives agree too, so the gradient at the tie is the same from both sides
+        assert sp.simplify(sp.diff(b - a, p)) == 0
+
+
+def test_linear_tail_refuses_tails_that_are_not_tangents_and_divisions():
+    rule = RULES["linear-tail"]
+    assert rule.apply(sp.Piecewise((x**2 / 2, x < 1), (x - sp.Rational(2, 5), True))) is None  # jumps
+    assert rule.apply(sp.Piecewise((x**2 / 2, x < 1), (2 * x - sp.Rational(3, 2), True))) is None  # kink
+    assert rule.apply(sp.Piecewise((x**2 / (2 * y), x < y), (x - y / 2, True))) is None  # smooth L1, y = 0
+    assert rule.apply(sp.Piecewise((x, x < 1), (x, True))) is None  # nothing to gain
+    assert rule.apply(sp.Piecewise((x**2, x < y + x), (x, True))) is None  # the bound depends on d
+
+
 @pytest.mark.parametrize("name,before", [(n, b) for n, bs in ELEMENTWISE_TRIGGERS.items() for b in bs],
                          ids=lambda v: str(v))
 def test_elementwise_rule_is_an_identity(name, before):
@@ -235,7 +269,7 @@ def test_tensor_rule_is_an_identity_on_three_lanes(name, label):
 
 
 def test_every_rule_has_a_symbolic_proof():
-    assert set(ELEMENTWISE_TRIGGERS) | set(SIGNED_TRIGGERS) | set(TENSOR_TRIGGERS) == set(RULES)
+    assert set(ELEMENTWISE_TRIGGERS) | set(SIGNED_TRIGGERS) | set(SIDED_TRIGGERS) | set(TENSOR_TRIGGERS) == set(RULES)
 
 
 # --------------------------------------------------------------------------- numerical equivalence
@@ -268,6 +302,8 @@ NUMERIC_TRIGGERS = {
     "expm1": ["loss = exp(x) - 1", "loss = 1 - exp(x)", "loss = exp(t) - 1 + x",
               "loss = (1 - exp(-t)) * x"],
     "log-cosh": ["loss = log(cosh(x))", "loss = t * log(cosh(x - t))"],
+    "linear-tail": ["loss = Piecewise((0.5 * abs(x - t)**2, abs(x - t) < 1), (abs(x - t) - 0.5, True))",
+                    "loss = t * Piecewise((x**2 + x, x < 2), (5 * x - 4, True))"],
 }
 
 
@@ -290,7 +326,7 @@ def test_fired_records_are_pairs_of_equal_values():
     """Each (before, after) node pair optimize() records evaluates to the same values."""
     spec = make_spec(MAT, "loss = -(t * log(sigmoid(x)) + (1 - t) * log(1 - sigmoid(x)))"
                      " + log(1 + t**2) * (exp(x) - 1) - log(softmax(x, axis=C)[y]) + log(sum(exp(x), axis=C))"
-                     " + log(cosh(x - t))")
+                     " + log(cosh(x - t)) + Piecewise((0.5 * x**2, x < 1), (x - 0.5, True))")
     prog = build_program(spec)
     fired = []
     optimize(prog.loss, fired=fired)
@@ -379,7 +415,9 @@ def test_guard_branches_leaves_huber_unchanged():
     assert fired == []
     assert guard_gradients(prog.loss, prog, fired) == prog.loss
     assert fired == []
-    assert prepare(spec).fired == ()
+    # the only rule that fires is the select-free form of the linear tail, which needs no guard
+    assert {f.rule for f in prepare(spec).fired} == {"linear-tail"}
+    assert not prepare(spec).loss.has(sp.Piecewise)
 
 
 def test_guard_branches_leaves_provably_positive_arguments_alone():

@@ -81,7 +81,7 @@ def bce_with_logits(input, target, weight=None, pos_weight=None, *, reduction="m
     elif reduction == "sum":
         result = loss.sum()
     else:
-        result = loss.mean()
+        result = loss.sum() / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 

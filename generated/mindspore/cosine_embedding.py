@@ -80,7 +80,7 @@ def cosine_embedding(input1, input2, target, *, margin=0.0, reduction="mean"):
     elif reduction == "sum":
         result = loss.sum()
     else:
-        result = loss.mean()
+        result = loss.sum() / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 

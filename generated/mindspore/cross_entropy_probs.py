@@ -90,7 +90,7 @@ def cross_entropy_probs(input, target, weight=None, *, label_smoothing=0.0, redu
     elif reduction == "sum":
         result = loss.sum()
     else:
-        result = loss.mean()
+        result = loss.sum() / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 

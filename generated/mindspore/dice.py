@@ -67,7 +67,7 @@ def dice(probs, target, *, reduction="mean"):
     elif reduction == "sum":
         result = loss.sum()
     else:
-        result = loss.mean()
+        result = loss.sum() / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 

@@ -82,7 +82,7 @@ def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
     elif reduction == "sum":
         result = loss.sum()
     else:
-        result = loss.mean()
+        result = loss.sum() / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 

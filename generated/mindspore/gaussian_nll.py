@@ -73,7 +73,7 @@ def gaussian_nll(input, target, var, *, full=False, eps=1e-06, reduction="mean")
     elif reduction == "sum":
         result = loss.sum()
     else:
-        result = loss.mean()
+        result = loss.sum() / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 

@@ -16,7 +16,8 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     d = abs(input - target)
-    loss = weight*where(d < delta, 0.5*d**2, delta*(-0.5*delta + d))
+    t = min(delta, d)
+    loss = weight*(0.5*t**2 + delta*(-t + d))
 """
 
 import mindspore as ms
@@ -62,13 +63,14 @@ def huber(input, target, weight=None, *, delta=1.0, reduction="mean"):
     if weight is None:
         weight = ops.full((), 1.0, dtype=dtype)
     d = ops.abs(input - target)
-    loss = weight * ops.where(d < delta, 0.5 * d**2, delta * (d - 0.5 * delta))
+    t = ops.clamp(d, max=delta)
+    loss = weight * (0.5 * t**2 + delta * (d - t))
     if reduction == "none":
         result = loss
     elif reduction == "sum":
         result = loss.sum()
     else:
-        result = loss.mean()
+        result = loss.sum() / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 

@@ -63,7 +63,7 @@ def kl_div(input, target, *, log_target=False, reduction="mean"):
     elif reduction == "sum":
         result = loss.sum()
     elif reduction == "mean":
-        result = loss.mean()
+        result = loss.sum() / loss.size
     else:
         result = loss.sum() / N
     return ops.cast(result, in_dtype) if half else result

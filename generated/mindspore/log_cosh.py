@@ -66,7 +66,7 @@ def log_cosh(input, target, weight=None, *, reduction="mean"):
     elif reduction == "sum":
         result = loss.sum()
     else:
-        result = loss.mean()
+        result = loss.sum() / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 

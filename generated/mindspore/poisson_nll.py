@@ -75,7 +75,7 @@ def poisson_nll(input, target, *, log_input=True, full=False, eps=1e-08, reducti
     elif reduction == "sum":
         result = loss.sum()
     else:
-        result = loss.mean()
+        result = loss.sum() / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 

@@ -63,7 +63,7 @@ def quantize_ste(input, target, *, levels=1.0, reduction="mean"):
     elif reduction == "sum":
         result = loss.sum()
     else:
-        result = loss.mean()
+        result = loss.sum() / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 

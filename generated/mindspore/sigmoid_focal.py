@@ -95,7 +95,7 @@ def sigmoid_focal(logit, label, *, alpha=0.25, gamma=2.0, reduction="sum"):
     elif reduction == "sum":
         result = loss.sum()
     else:
-        result = loss.mean()
+        result = loss.sum() / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 

@@ -86,7 +86,7 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
     elif reduction == "sum":
         result = loss.sum()
     else:
-        result = loss.mean()
+        result = loss.sum() / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 

@@ -82,7 +82,7 @@ def uncertainty_multitask(logits1, labels1, logits2, labels2, log_vars, *, reduc
     elif reduction == "sum":
         result = loss.sum()
     else:
-        result = loss.mean()
+        result = loss.sum() / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 

@@ -45,6 +45,16 @@ def _check(ignore_index, label_smoothing, reduction):
         raise ValueError(f"cross_entropy: label_smoothing must be <= 1; got {label_smoothing!r}")
 
 
+def _logsumexp(x, axis):
+    """log(sum(exp(x), axis)), keeping the axis; exact for logits of any size.
+
+    The maximum is shifted out; its gradient is dropped because the result does not depend
+    on it (the gradient of x is softmax(x) either way).
+    """
+    peak = paddle.amax(x, axis=axis, keepdim=True).detach()
+    return peak + paddle.log(paddle.sum(paddle.exp(x - peak), axis=axis, keepdim=True))
+
+
 def cross_entropy(
     input, target, weight=None, *, ignore_index=-100, label_smoothing=0.0, reduction="mean"
 ):
@@ -83,10 +93,10 @@ def cross_entropy(
         weight = paddle.reshape(weight, (C,) + (1,) * len(D))
     valid = target != ignore_index
     target = paddle.where(valid, target, paddle.zeros_like(target))
-    logp = input - paddle.logsumexp(input, axis=-(1 + len(D)), keepdim=True)
+    logp = input - _logsumexp(input, -(1 + len(D)))
     total = paddle.sum(weight * logp, axis=-(1 + len(D)), keepdim=True)
     picked = paddle.take(weight, target)
-    picked_1 = paddle.take_along_axis(logp, target, axis=-(1 + len(D)))
+    picked_1 = paddle.take_along_axis(logp, target, axis=-(1 + len(D)), broadcast=False)
     unmasked = (
         -(label_smoothing * total / paddle.full([], C, dtype=dtype))
         - (1 - label_smoothing) * picked * picked_1

@@ -44,6 +44,16 @@ def _check(label_smoothing, reduction):
         )
 
 
+def _logsumexp(x, axis):
+    """log(sum(exp(x), axis)), keeping the axis; exact for logits of any size.
+
+    The maximum is shifted out; its gradient is dropped because the result does not depend
+    on it (the gradient of x is softmax(x) either way).
+    """
+    peak = paddle.amax(x, axis=axis, keepdim=True).detach()
+    return peak + paddle.log(paddle.sum(paddle.exp(x - peak), axis=axis, keepdim=True))
+
+
 def cross_entropy_probs(input, target, weight=None, *, label_smoothing=0.0, reduction="mean"):
     """Cross-entropy of logits and probability targets, as torch.nn.functional.cross_entropy.
 
@@ -76,7 +86,7 @@ def cross_entropy_probs(input, target, weight=None, *, label_smoothing=0.0, redu
     else:
         weight = paddle.reshape(weight, (C,) + (1,) * len(D))
     q = label_smoothing / paddle.full([], C, dtype=dtype) + target * (1 - label_smoothing)
-    log_probs = input - paddle.logsumexp(input, axis=-(1 + len(D)), keepdim=True)
+    log_probs = input - _logsumexp(input, -(1 + len(D)))
     total = paddle.sum(weight * q * log_probs, axis=-(1 + len(D)), keepdim=True)
     loss = -total
     if reduction == "none":

@@ -19,8 +19,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
     frozen = stop_gradient(teacher)
     pseudo = argmax(frozen, axis=C)
-    log_probs = log_softmax(student, axis=C)
-    picked = log_probs[pseudo]
+    picked = log_softmax(student, axis=C)[pseudo]
     loss = -picked
 """
 
@@ -37,6 +36,16 @@ def _check(reduction):
         raise ValueError(
             f"distill_hard: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
         )
+
+
+def _logsumexp(x, axis):
+    """log(sum(exp(x), axis)), keeping the axis; exact for logits of any size.
+
+    The maximum is shifted out; its gradient is dropped because the result does not depend
+    on it (the gradient of x is softmax(x) either way).
+    """
+    peak = paddle.amax(x, axis=axis, keepdim=True).detach()
+    return peak + paddle.log(paddle.sum(paddle.exp(x - peak), axis=axis, keepdim=True))
 
 
 def distill_hard(student, teacher, *, reduction="mean"):
@@ -59,8 +68,9 @@ def distill_hard(student, teacher, *, reduction="mean"):
     N = student.shape[0]
     frozen = paddle.assign(teacher).detach()
     pseudo = paddle.argmax(frozen, axis=-1, keepdim=True)
-    log_probs = student - paddle.logsumexp(student, axis=-1, keepdim=True)
-    picked = paddle.take_along_axis(log_probs, pseudo, axis=-1)
+    picked = paddle.take_along_axis(student, pseudo, axis=-1, broadcast=False) - _logsumexp(
+        student, -1
+    )
     loss = -picked
     if reduction == "none":
         result = paddle.reshape(loss, (N,))

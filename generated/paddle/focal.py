@@ -15,8 +15,7 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    log_probs = log_softmax(logits, axis=C)
-    picked = log_probs[label]
+    picked = log_softmax(logits, axis=C)[label]
     t = -expm1(picked)
     frozen = stop_gradient(t)
     t_1 = t > 0
@@ -43,6 +42,16 @@ def _check(alpha, gamma, reduction):
         raise ValueError(f"focal: gamma must be >= 0; got {gamma!r}")
 
 
+def _logsumexp(x, axis):
+    """log(sum(exp(x), axis)), keeping the axis; exact for logits of any size.
+
+    The maximum is shifted out; its gradient is dropped because the result does not depend
+    on it (the gradient of x is softmax(x) either way).
+    """
+    peak = paddle.amax(x, axis=axis, keepdim=True).detach()
+    return peak + paddle.log(paddle.sum(paddle.exp(x - peak), axis=axis, keepdim=True))
+
+
 def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
     """Multi-class focal loss (Lin et al., 2017) for class imbalance.
 
@@ -66,8 +75,9 @@ def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
     alpha = paddle.full([], alpha, dtype=dtype)
     gamma = paddle.full([], gamma, dtype=dtype)
     label = paddle.reshape(label, (N, 1))
-    log_probs = logits - paddle.logsumexp(logits, axis=-1, keepdim=True)
-    picked = paddle.take_along_axis(log_probs, label, axis=-1)
+    picked = paddle.take_along_axis(logits, label, axis=-1, broadcast=False) - _logsumexp(
+        logits, -1
+    )
     t = -paddle.expm1(picked)
     frozen = paddle.assign(t).detach()
     t_1 = t > 0

@@ -16,7 +16,8 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     d = abs(input - target)
-    loss = weight*where(d < delta, 0.5*d**2, delta*(-0.5*delta + d))
+    t = min(delta, d)
+    loss = weight*(0.5*t**2 + delta*(-t + d))
 """
 
 import paddle
@@ -63,7 +64,8 @@ def huber(input, target, weight=None, *, delta=1.0, reduction="mean"):
     if weight is None:
         weight = paddle.full((), 1.0, dtype=dtype)
     d = paddle.abs(input - target)
-    loss = weight * paddle.where(d < delta, 0.5 * paddle.square(d), delta * (d - 0.5 * delta))
+    t = paddle.clip(d, max=delta)
+    loss = weight * (0.5 * paddle.square(t) + delta * (d - t))
     if reduction == "none":
         result = loss
     elif reduction == "sum":

@@ -67,7 +67,7 @@ def nll(input, target, weight=None, *, ignore_index=-100, reduction="mean"):
         weight = paddle.reshape(weight, (C,) + (1,) * len(D))
     valid = target != ignore_index
     target = paddle.where(valid, target, paddle.zeros_like(target))
-    picked = paddle.take_along_axis(input, target, axis=-(1 + len(D)))
+    picked = paddle.take_along_axis(input, target, axis=-(1 + len(D)), broadcast=False)
     picked_1 = paddle.take(weight, target)
     unmasked = -(picked * picked_1)
     loss = paddle.where(valid, unmasked, paddle.full_like(unmasked, 0))

@@ -15,8 +15,7 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     picked = alpha[target]
-    log_probs = log_softmax(input, axis=C)
-    picked_1 = log_probs[target]
+    picked_1 = log_softmax(input, axis=C)[target]
     t = -expm1(picked_1)
     frozen = stop_gradient(t)
     t_1 = t > 0
@@ -39,6 +38,16 @@ def _check(gamma, reduction):
         )
     if not gamma >= 0:
         raise ValueError(f"softmax_focal: gamma must be >= 0; got {gamma!r}")
+
+
+def _logsumexp(x, axis):
+    """log(sum(exp(x), axis)), keeping the axis; exact for logits of any size.
+
+    The maximum is shifted out; its gradient is dropped because the result does not depend
+    on it (the gradient of x is softmax(x) either way).
+    """
+    peak = paddle.amax(x, axis=axis, keepdim=True).detach()
+    return peak + paddle.log(paddle.sum(paddle.exp(x - peak), axis=axis, keepdim=True))
 
 
 def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
@@ -70,8 +79,9 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
     if alpha is None:
         alpha = paddle.full((C,), 0.25, dtype=dtype)
     picked = paddle.take(alpha, target)
-    log_probs = input - paddle.logsumexp(input, axis=-1, keepdim=True)
-    picked_1 = paddle.take_along_axis(log_probs, target, axis=-1)
+    picked_1 = paddle.take_along_axis(input, target, axis=-1, broadcast=False) - _logsumexp(
+        input, -1
+    )
     t = -paddle.expm1(picked_1)
     frozen = paddle.assign(t).detach()
     t_1 = t > 0
