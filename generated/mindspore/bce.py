@@ -23,6 +23,9 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     t_2 = -p
     t_4 = target*max(-100, log(p)) + (1 - target)*max(-100, log1p(t_2))
     loss = (input + t_2)*slope - weight*t_4
+
+    with weight None: loss = (input + t_2)*stop_gradient((-target + p)/max(9.999999960041972e-13, (1
+        + t_2)*p)) - target*max(-100, log(p)) - (1 - target)*max(-100, log1p(t_2))
 """
 
 import mindspore as ms
@@ -58,27 +61,49 @@ def bce(input, target, weight=None, *, reduction="mean"):
         target = ops.cast(target, ms.float32)
         if weight is not None:
             weight = ops.cast(weight, ms.float32)
-    dtype = input.dtype
-    if weight is None:
-        weight = ops.full((), 1.0, dtype=dtype)
-    p = ops.stop_gradient(input)
-    t = (1 - p) * p
-    slope = ops.stop_gradient(
-        (weight * (p - target) / ops.where(t >= 9.999999960041972e-13, t, 9.999999960041972e-13))
-    )
-    t_1 = ops.log(p)
-    t_2 = -p
-    t_3 = ops.log1p(t_2)
-    t_4 = target * ops.where(t_1 >= -100, t_1, -100) + (1 - target) * ops.where(
-        t_3 >= -100, t_3, -100
-    )
-    loss = (input - p) * slope - weight * t_4
-    if reduction == "none":
-        result = loss
-    elif reduction == "sum":
-        result = loss.sum()
+    if weight is None:  # specialised: the defaults substituted into the loss
+        p = ops.stop_gradient(input)
+        t = (1 - p) * p
+        slope = ops.stop_gradient(
+            ((p - target) / ops.where(t >= 9.999999960041972e-13, t, 9.999999960041972e-13))
+        )
+        t_1 = ops.log(p)
+        t_2 = -p
+        t_3 = ops.log1p(t_2)
+        loss = (
+            (input - p) * slope
+            - target * ops.where(t_1 >= -100, t_1, -100)
+            - (1 - target) * ops.where(t_3 >= -100, t_3, -100)
+        )
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.mean()
     else:
-        result = loss.mean()
+        p = ops.stop_gradient(input)
+        t = (1 - p) * p
+        slope = ops.stop_gradient(
+            (
+                weight
+                * (p - target)
+                / ops.where(t >= 9.999999960041972e-13, t, 9.999999960041972e-13)
+            )
+        )
+        t_1 = ops.log(p)
+        t_2 = -p
+        t_3 = ops.log1p(t_2)
+        t_4 = target * ops.where(t_1 >= -100, t_1, -100) + (1 - target) * ops.where(
+            t_3 >= -100, t_3, -100
+        )
+        loss = (input - p) * slope - weight * t_4
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.mean()
     return ops.cast(result, in_dtype) if half else result
 
 

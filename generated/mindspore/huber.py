@@ -17,6 +17,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
     d = abs(input - target)
     loss = weight*where(d < delta, 0.5*d**2, delta*(-0.5*delta + d))
+
+    with weight None: loss = where(d < delta, 0.5*d**2, delta*(-0.5*delta + d))
 """
 
 import mindspore as ms
@@ -59,16 +61,24 @@ def huber(input, target, weight=None, *, delta=1.0, reduction="mean"):
             weight = ops.cast(weight, ms.float32)
     dtype = input.dtype
     delta = ms.Tensor(delta, dtype)
-    if weight is None:
-        weight = ops.full((), 1.0, dtype=dtype)
-    d = ops.abs(input - target)
-    loss = weight * ops.where(d < delta, 0.5 * d**2, delta * (d - 0.5 * delta))
-    if reduction == "none":
-        result = loss
-    elif reduction == "sum":
-        result = loss.sum()
+    if weight is None:  # specialised: the defaults substituted into the loss
+        d = ops.abs(input - target)
+        loss = ops.where(d < delta, 0.5 * d**2, delta * (d - 0.5 * delta))
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.mean()
     else:
-        result = loss.mean()
+        d = ops.abs(input - target)
+        loss = weight * ops.where(d < delta, 0.5 * d**2, delta * (d - 0.5 * delta))
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.mean()
     return ops.cast(result, in_dtype) if half else result
 
 

@@ -24,6 +24,9 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     t_3 = -p
     t_5 = target*max(-100, log(p)) + (1 - target)*max(-100, log1p(t_3))
     loss = (input + t_3)*slope - weight*t_5
+
+    with weight None: loss = (input + t_3)*stop_gradient((-target + p)/max(9.999999960041972e-13, (1
+        + t_3)*p)) - target*max(-100, log(p)) - (1 - target)*max(-100, log1p(t_3))
 """
 
 import paddle
@@ -60,30 +63,51 @@ def bce(input, target, weight=None, *, reduction="mean"):
         target = paddle.cast(target, "float32")
         if weight is not None:
             weight = paddle.cast(weight, "float32")
-    dtype = input.dtype
-    if weight is None:
-        weight = paddle.full((), 1.0, dtype=dtype)
-    p = paddle.assign(input).detach()
-    t = (1 - p) * p
-    t_1 = (
-        weight
-        * (p - target)
-        / paddle.where(t >= 9.999999960041972e-13, t, paddle.full_like(t, 9.999999960041972e-13))
-    )
-    slope = paddle.assign(t_1).detach()
-    t_2 = paddle.log(p)
-    t_3 = -p
-    t_4 = paddle.log1p(t_3)
-    t_5 = target * paddle.where(t_2 >= -100, t_2, paddle.full_like(t_2, -100)) + (
-        1 - target
-    ) * paddle.where(t_4 >= -100, t_4, paddle.full_like(t_4, -100))
-    loss = (input - p) * slope - weight * t_5
-    if reduction == "none":
-        result = loss
-    elif reduction == "sum":
-        result = loss.sum()
+    if weight is None:  # specialised: the defaults substituted into the loss
+        p = paddle.assign(input).detach()
+        t = (1 - p) * p
+        t_1 = (p - target) / paddle.where(
+            t >= 9.999999960041972e-13, t, paddle.full_like(t, 9.999999960041972e-13)
+        )
+        slope = paddle.assign(t_1).detach()
+        t_2 = paddle.log(p)
+        t_3 = -p
+        t_4 = paddle.log1p(t_3)
+        loss = (
+            (input - p) * slope
+            - target * paddle.where(t_2 >= -100, t_2, paddle.full_like(t_2, -100))
+            - (1 - target) * paddle.where(t_4 >= -100, t_4, paddle.full_like(t_4, -100))
+        )
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.mean()
     else:
-        result = loss.mean()
+        p = paddle.assign(input).detach()
+        t = (1 - p) * p
+        t_1 = (
+            weight
+            * (p - target)
+            / paddle.where(
+                t >= 9.999999960041972e-13, t, paddle.full_like(t, 9.999999960041972e-13)
+            )
+        )
+        slope = paddle.assign(t_1).detach()
+        t_2 = paddle.log(p)
+        t_3 = -p
+        t_4 = paddle.log1p(t_3)
+        t_5 = target * paddle.where(t_2 >= -100, t_2, paddle.full_like(t_2, -100)) + (
+            1 - target
+        ) * paddle.where(t_4 >= -100, t_4, paddle.full_like(t_4, -100))
+        loss = (input - p) * slope - weight * t_5
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.mean()
     return paddle.cast(result, in_dtype) if half else result
 
 

@@ -16,6 +16,8 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     loss = -weight*(-(1 - target)*softplus(input) - pos_weight*target*softplus(-input))
+
+    with weight, pos_weight None: loss = target*softplus(-input) + (1 - target)*softplus(input)
 """
 
 import paddle
@@ -68,19 +70,28 @@ def bce_with_logits(input, target, weight=None, pos_weight=None, *, reduction="m
             pos_weight = paddle.cast(pos_weight, "float32")
     dtype = input.dtype
     C = input.shape[-1]
-    if weight is None:
-        weight = paddle.full((), 1.0, dtype=dtype)
-    if pos_weight is None:
-        pos_weight = paddle.full((C,), 1.0, dtype=dtype)
-    loss = -(
-        weight * (-((1 - target) * _softplus(input)) - pos_weight * target * _softplus(-input))
-    )
-    if reduction == "none":
-        result = loss
-    elif reduction == "sum":
-        result = loss.sum()
+    if weight is None and pos_weight is None:  # specialised: the defaults substituted into the loss
+        loss = target * _softplus(-input) + (1 - target) * _softplus(input)
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.mean()
     else:
-        result = loss.mean()
+        if weight is None:
+            weight = paddle.full((), 1.0, dtype=dtype)
+        if pos_weight is None:
+            pos_weight = paddle.full((C,), 1.0, dtype=dtype)
+        loss = -(
+            weight * (-((1 - target) * _softplus(input)) - pos_weight * target * _softplus(-input))
+        )
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.mean()
     return paddle.cast(result, in_dtype) if half else result
 
 

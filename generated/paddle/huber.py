@@ -17,6 +17,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
     d = abs(input - target)
     loss = weight*where(d < delta, 0.5*d**2, delta*(-0.5*delta + d))
+
+    with weight None: loss = where(d < delta, 0.5*d**2, delta*(-0.5*delta + d))
 """
 
 import paddle
@@ -60,16 +62,24 @@ def huber(input, target, weight=None, *, delta=1.0, reduction="mean"):
             weight = paddle.cast(weight, "float32")
     dtype = input.dtype
     delta = paddle.full([], delta, dtype=dtype)
-    if weight is None:
-        weight = paddle.full((), 1.0, dtype=dtype)
-    d = paddle.abs(input - target)
-    loss = weight * paddle.where(d < delta, 0.5 * d**2, delta * (d - 0.5 * delta))
-    if reduction == "none":
-        result = loss
-    elif reduction == "sum":
-        result = loss.sum()
+    if weight is None:  # specialised: the defaults substituted into the loss
+        d = paddle.abs(input - target)
+        loss = paddle.where(d < delta, 0.5 * d**2, delta * (d - 0.5 * delta))
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.mean()
     else:
-        result = loss.mean()
+        d = paddle.abs(input - target)
+        loss = weight * paddle.where(d < delta, 0.5 * d**2, delta * (d - 0.5 * delta))
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.mean()
     return paddle.cast(result, in_dtype) if half else result
 
 
