@@ -7,14 +7,14 @@ intermediate forms.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sympy as sp
 
 from . import ir
 from .backends import Backend
 from .formula import formula_text
-from .lower import Block, Lowered, Lowerer, canonical_shape, plain_shape
+from .lower import MUL, Block, Lowered, Lowerer, canonical_shape, plain_shape
 from .parse import Program, TType, build_program
 from .rewrites import (Fired, eps_candidates, guard_branches, guard_eps, guard_gradients, optimize,
                        split_sqrt_products)
@@ -31,6 +31,19 @@ class Prepared:
     names: dict                         # rewritten node -> user binding name
     masks: tuple[tuple[str, sp.Symbol], ...]  # (input name, mask symbol)
     fired: tuple[Fired, ...]
+    none: "NoneVariant | None" = None   # the same with every optional input at its default
+
+
+@dataclass(frozen=True)
+class NoneVariant:
+    """The prepared IR specialised to the call where every optional input is None: each one
+    replaced by its declared default, then folded only trivially (``1*x -> x``, a gather or
+    reduction of a constant)."""
+
+    inputs: tuple[str, ...]             # the optional inputs, all None on this path
+    loss: sp.Expr
+    denominators: dict                  # as Prepared.denominators
+    names: dict
 
 
 def prepare(spec: Spec) -> Prepared:
@@ -88,7 +101,65 @@ def prepare(spec: Spec) -> Prepared:
         if names.get(inner) == last_name:
             names[inner] = "unmasked"
     names[loss] = last_name
-    return Prepared(prog, loss, dens, names, tuple(masks), tuple(fired))
+    return Prepared(prog, loss, dens, names, tuple(masks), tuple(fired),
+                    specialise_none(prog, loss, dens, names))
+
+
+def _default_value(value: float) -> sp.Expr:
+    return sp.Integer(int(value)) if float(value).is_integer() else sp.Float(float(value))
+
+
+# a tensor operator applied to a constant (a substituted default) is a constant
+_CONSTANT_FOLDS = {
+    ir.Gather: lambda c, e: c,
+    ir.StopGradient: lambda c, e: c,
+    ir.ReduceMean: lambda c, e: c,
+    ir.ReduceMax: lambda c, e: c,
+    ir.ReduceSum: lambda c, e: c * ir.Size(e.args[-1]),
+}
+
+
+def _fold_constants(expr: sp.Expr) -> sp.Expr:
+    return expr.replace(
+        lambda e: type(e) in _CONSTANT_FOLDS and e.args[0].is_number and not e.args[0].has(ir.TensorOp),
+        lambda e: _CONSTANT_FOLDS[type(e)](e.args[0], e))
+
+
+def specialise_none(prog: Program, loss: sp.Expr, dens: dict, names: dict) -> NoneVariant | None:
+    """`loss` and `dens` with every optional input replaced by its default, or None where that
+    changes nothing or would change the loss's axes (then the general code serves None too)."""
+    opt = [i for i in prog.spec.inputs if i.optional]
+    if not opt:
+        return None
+    subs = {prog.symbols[i.name]: _default_value(i.default) for i in opt}
+
+    def sub(e):
+        if e is None:
+            return None
+        return ir.real_parts(_fold_constants(e.xreplace(subs)))
+
+    new_loss = sub(loss)
+    new_dens = {k: sub(v) for k, v in dens.items()}
+    if new_loss == loss and new_dens == dens:
+        return None
+    if prog.typeof(new_loss).axes != prog.typeof(loss).axes:
+        return None
+    for e in [new_loss, *new_dens.values()]:
+        if e is not None and (e.free_symbols & set(subs) or any(
+                isinstance(n, ir.TensorOp) and n.args and n.args[0].is_number and not isinstance(n, (ir.Size, ir.OneHot))
+                for n in sp.preorder_traversal(e))):
+            return None
+    for k, v in new_dens.items():
+        # a per-element denominator that became 1 counts the elements: the plain mean
+        if v == 1 and dens[k] is not None and prog.typeof(dens[k]).axes:
+            new_dens[k] = None
+    new_names: dict = {}
+    for node, name in names.items():
+        new = sub(node)
+        if not new.is_Atom and new not in new_names:
+            new_names[new] = name
+    new_names[new_loss] = names[loss]
+    return NoneVariant(tuple(i.name for i in opt), new_loss, new_dens, new_names)
 
 
 def _taken(spec: Spec) -> set[str]:
@@ -107,24 +178,34 @@ def _used_symbols(exprs) -> set[sp.Symbol]:
     return out
 
 
-def lower(prep: Prepared, backend: Backend) -> Lowered:
-    prog, spec = prep.prog, prep.prog.spec
-    symbol_vars = {prog.symbols[i.name]: i.name for i in spec.inputs}
-    symbol_vars.update({prog.symbols[p.name]: p.name for p in spec.params})
-    symbol_vars.update({prog.symbols[lr.name]: lr.name for lr in spec.learnable})
-    symbol_vars.update({m: m.name for _, m in prep.masks})
-    low = Lowerer(prog, backend, _taken(spec) | {m.name for _, m in prep.masks}, prep.names, symbol_vars)
-    low.count(prep.loss)
-    for d in prep.denominators.values():
+@dataclass
+class SplitLowered(Lowered):
+    """A lowering with a second path for the call where every optional input is None:
+    ``if <none_test>: <none_body, none_reductions> else: <branch_prologue, body, reductions>``."""
+
+    none_test: str | None = None
+    none_body: list[str] = field(default_factory=list)
+    none_reductions: list[tuple[str, Block]] = field(default_factory=list)
+    branch_prologue: list[str] = field(default_factory=list)  # the general path's own prologue
+
+
+def _lower_body(prog: Program, backend: Backend, taken: set, names: dict, symbol_vars: dict,
+                loss: sp.Expr, dens: dict, layout_from: list, general_dens: dict | None = None):
+    """Statements for the per-element loss and one Block per reduction."""
+    spec = prog.spec
+    low = Lowerer(prog, backend, taken, names, symbol_vars)
+    low.count(loss)
+    for d in dens.values():
         if d is not None:
             low.count(d)
-    loss_var = low.materialize(prep.loss, prep.names.get(prep.loss, "loss"))
+    loss_var = low.materialize(loss, names.get(loss, "loss"))
     body = list(low.stmts)
-    loss_t = prog.typeof(prep.loss)
+    loss_t = prog.typeof(loss)
 
     reductions: list[tuple[str, Block]] = []
     # none: back from the canonical layout to the loss's own shape
-    layout_changed = _changes_layout(prep.loss, prog) or canonical_shape(loss_t.axes, prog, lambda a: None)
+    layout_changed = any(_changes_layout(e, prog) for e in layout_from) or \
+        canonical_shape(loss_t.axes, prog, lambda a: None)
     if layout_changed:
         shape = plain_shape(loss_t.axes, prog, low.need)
         reductions.append(("none", Block([], low.op("reshape", x=loss_var, shape=shape))))
@@ -134,10 +215,14 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
     for red in spec.reductions:
         if red.name in ("none", "sum"):
             continue
-        den = prep.denominators.get(red.name)
+        den = dens.get(red.name)
         start = len(low.stmts)
+        general = (general_dens or {}).get(red.name)
         if den is None:
             result = low.op("mean_all", x=loss_var)
+        elif den.is_number and general is not None and prog.typeof(general).axes:
+            # a per-element denominator that became a constant c: sum(c) is c times the count
+            result = f"{low.op('mean_all', x=loss_var)} / {low.wrap(den, MUL + 1)}"
         else:
             den_t = prog.typeof(den)
             dcode = low.value(den)
@@ -149,11 +234,36 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
                 dcode = f"({dcode})"
             result = f"{low.op('sum_all', x=loss_var)} / {dcode}"
         reductions.append((red.name, Block(low.stmts[start:], result)))
+    return low, body, reductions
 
+
+def lower(prep: Prepared, backend: Backend) -> Lowered:
+    prog, spec = prep.prog, prep.prog.spec
+    symbol_vars = {prog.symbols[i.name]: i.name for i in spec.inputs}
+    symbol_vars.update({prog.symbols[p.name]: p.name for p in spec.params})
+    symbol_vars.update({prog.symbols[lr.name]: lr.name for lr in spec.learnable})
+    symbol_vars.update({m: m.name for _, m in prep.masks})
+    taken = _taken(spec) | {m.name for _, m in prep.masks}
+    none = prep.none
+    layout_from = [prep.loss] + ([none.loss] if none else [])
+    low, body, reductions = _lower_body(prog, backend, taken, prep.names, symbol_vars, prep.loss,
+                                        prep.denominators, layout_from)
     used = _used_symbols([prep.loss, *prep.denominators.values()])
+    if none is not None:
+        # the None path: its own statements, the same names where they mean the same
+        nlow, none_body, none_reductions = _lower_body(prog, backend, taken, none.names, symbol_vars, none.loss,
+                                                       none.denominators, layout_from, prep.denominators)
+        low.sizes |= nlow.sizes
+        low.needs_dtype |= nlow.needs_dtype
+        low.helpers += [h for h in nlow.helpers if h not in low.helpers]
+        used |= _used_symbols([none.loss, *none.denominators.values()])
     prologue: list[str] = []
+    branch: list[str] = []          # only on the general path when the None path is split off
+    # with one optional input the general path has it; with several, any may still be None
+    fill = none is None or len(none.inputs) > 1
     # inputs into the canonical layout; optional inputs get their defaults
     for inp in spec.inputs:
+        out = branch if none is not None and inp.optional else prologue
         t = prog.types[prog.symbols[inp.name]]
         shape = None if inp.broadcast else canonical_shape(t.axes, prog, low.need)
         left = None
@@ -161,24 +271,24 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
             ref = next(i for i in spec.inputs if not i.broadcast and set(t.axes) <= {a.lstrip("*") for a in i.shape})
             left = (f"{inp.name} = " + low.op("reshape", x=inp.name, shape=f"tuple({inp.name}.shape) + (1,) * "
                     f"({ref.name}.ndim - {inp.name}.ndim)"))
-        if inp.optional:
+        if inp.optional and fill:
             if inp.broadcast:
                 dshape = "()"
             else:
                 dshape = plain_shape(tuple(a for a in prog.axes if a in t.axes), prog, low.need) if not shape else _stored_shape(t.axes, prog, low.need)
             default = low.op("full", shape=dshape, value=repr(float(inp.default)), dtype=low.dtype())
-            prologue.append(f"if {inp.name} is None:")
-            prologue.append(f"    {inp.name} = {default}")
+            out.append(f"if {inp.name} is None:")
+            out.append(f"    {inp.name} = {default}")
             if shape:
-                prologue.append("else:")
-                prologue.append(f"    {inp.name} = {low.op('reshape', x=inp.name, shape=shape)}")
+                out.append("else:")
+                out.append(f"    {inp.name} = {low.op('reshape', x=inp.name, shape=shape)}")
             elif left:
-                prologue.append("else:")
-                prologue.append(f"    {left}")
+                out.append("else:")
+                out.append(f"    {left}")
         elif left:
-            prologue.append(left)
+            out.append(left)
         elif shape:
-            prologue.append(f"{inp.name} = {low.op('reshape', x=inp.name, shape=shape)}")
+            out.append(f"{inp.name} = {low.op('reshape', x=inp.name, shape=shape)}")
     for name, mask in prep.masks:
         inp = spec.input(name)
         prologue.append(f"{mask.name} = {name} != {inp.ignore}")
@@ -239,8 +349,15 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
     for var, expr in low.exprs:
         lines.append(f"{var} = {formula_text(expr, names)}")
         names[expr] = var
-    return Lowered(backend, spec, signature, checks, pre + prologue, body, reductions,
-                   low.helpers, lines, restore=restore)
+    if none is None:
+        return SplitLowered(backend, spec, signature, checks, pre + prologue, body, reductions,
+                            low.helpers, lines, restore=restore)
+    loss_name = none.names.get(none.loss, "loss")
+    lines += ["", f"with {', '.join(none.inputs)} None: {loss_name} = {formula_text(none.loss, names)}"]
+    return SplitLowered(backend, spec, signature, checks, pre + prologue, body, reductions,
+                        low.helpers, lines, restore=restore,
+                        none_test=" and ".join(f"{n} is None" for n in none.inputs),
+                        none_body=none_body, none_reductions=none_reductions, branch_prologue=branch)
 
 
 def _stored_shape(axes, prog, need) -> str:
@@ -299,6 +416,9 @@ def explain(spec: Spec) -> str:
         seen.add(key)
         lines.append(f"  {f.rule}: {formula_text(f.before)}  ->  {formula_text(f.after)}")
     lines += ["", "after rewrites:", f"  {formula_text(prep.loss)}"]
+    if prep.none is not None:
+        lines += ["", f"with {', '.join(prep.none.inputs)} None (defaults substituted):",
+                  f"  {formula_text(prep.none.loss)}"]
     if not spec.guards.get("eps"):
         reach = list(dict.fromkeys(eps_candidates(prep.loss, prep.prog)))
         if reach:

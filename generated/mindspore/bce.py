@@ -23,6 +23,9 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     t = -p
     t_1 = target*max(-100, log(p)) + (1 - target)*max(-100, log1p(t))
     loss = (input + t)*slope - weight*t_1
+
+    with weight None: loss = (input + t)*stop_gradient((-target + p)/max(9.999999960041972e-13, (1 +
+        t)*p)) - target*max(-100, log(p)) - (1 - target)*max(-100, log1p(t))
 """
 
 import mindspore as ms
@@ -58,24 +61,39 @@ def bce(input, target, weight=None, *, reduction="mean"):
         target = ops.cast(target, ms.float32)
         if weight is not None:
             weight = ops.cast(weight, ms.float32)
-    dtype = input.dtype
-    if weight is None:
-        weight = ops.full((), 1.0, dtype=dtype)
-    p = ops.stop_gradient(input)
-    slope = ops.stop_gradient(
-        (weight * (p - target) / ops.clamp((1 - p) * p, min=9.999999960041972e-13))
-    )
-    t = -p
-    t_1 = target * ops.clamp(ops.log(p), min=-100) + (1 - target) * ops.clamp(
-        ops.log1p(t), min=-100
-    )
-    loss = (input - p) * slope - weight * t_1
-    if reduction == "none":
-        result = loss
-    elif reduction == "sum":
-        result = loss.sum()
+    if weight is None:  # specialised: the defaults substituted into the loss
+        p = ops.stop_gradient(input)
+        slope = ops.stop_gradient(
+            ((p - target) / ops.clamp((1 - p) * p, min=9.999999960041972e-13))
+        )
+        t = -p
+        loss = (
+            (input - p) * slope
+            - target * ops.clamp(ops.log(p), min=-100)
+            - (1 - target) * ops.clamp(ops.log1p(t), min=-100)
+        )
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.sum() / loss.size
     else:
-        result = loss.sum() / loss.size
+        p = ops.stop_gradient(input)
+        slope = ops.stop_gradient(
+            (weight * (p - target) / ops.clamp((1 - p) * p, min=9.999999960041972e-13))
+        )
+        t = -p
+        t_1 = target * ops.clamp(ops.log(p), min=-100) + (1 - target) * ops.clamp(
+            ops.log1p(t), min=-100
+        )
+        loss = (input - p) * slope - weight * t_1
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.sum() / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 

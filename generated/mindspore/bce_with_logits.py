@@ -16,6 +16,8 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     loss = -weight*(-(1 - target)*softplus(input) - pos_weight*target*softplus(-input))
+
+    with weight, pos_weight None: loss = target*softplus(-input) + (1 - target)*softplus(input)
 """
 
 import mindspore as ms
@@ -69,19 +71,28 @@ def bce_with_logits(input, target, weight=None, pos_weight=None, *, reduction="m
             pos_weight = ops.cast(pos_weight, ms.float32)
     dtype = input.dtype
     C = input.shape[-1]
-    if weight is None:
-        weight = ops.full((), 1.0, dtype=dtype)
-    if pos_weight is None:
-        pos_weight = ops.full((C,), 1.0, dtype=dtype)
-    loss = -(
-        weight * (-((1 - target) * _softplus(input)) - pos_weight * target * _softplus(-input))
-    )
-    if reduction == "none":
-        result = loss
-    elif reduction == "sum":
-        result = loss.sum()
+    if weight is None and pos_weight is None:  # specialised: the defaults substituted into the loss
+        loss = target * _softplus(-input) + (1 - target) * _softplus(input)
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.sum() / loss.size
     else:
-        result = loss.sum() / loss.size
+        if weight is None:
+            weight = ops.full((), 1.0, dtype=dtype)
+        if pos_weight is None:
+            pos_weight = ops.full((C,), 1.0, dtype=dtype)
+        loss = -(
+            weight * (-((1 - target) * _softplus(input)) - pos_weight * target * _softplus(-input))
+        )
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.sum() / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 

@@ -24,6 +24,9 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     picked_1 = logp[target]
     unmasked = -label_smoothing*total/C - (1 - label_smoothing)*picked*picked_1
     loss = where(valid, unmasked, 0)
+
+    with weight None: loss = where(valid, -(1 - label_smoothing)*picked_1 -
+        label_smoothing*sum(logp, axis=C)/C, 0)
 """
 
 import mindspore as ms
@@ -83,24 +86,34 @@ def cross_entropy(
     D = tuple(input.shape[2:])
     label_smoothing = ms.Tensor(label_smoothing, dtype)
     target = ops.reshape(target, (N, 1) + D)
-    if weight is None:
-        weight = ops.full((C, *((1,) * len(D))), 1.0, dtype=dtype)
-    else:
-        weight = ops.reshape(weight, (C,) + (1,) * len(D))
     valid = target != ignore_index
     target = ops.where(valid, target, ops.zeros_like(target))
-    logp = _log_softmax(input, -(1 + len(D)))
-    total = ops.sum(weight * logp, -(1 + len(D)), keepdim=True)
-    picked = ops.gather(ops.reshape(weight, (-1,)), target, 0)
-    picked_1 = ops.gather_elements(logp, -(1 + len(D)), target)
-    unmasked = -(label_smoothing * total / C) - (1 - label_smoothing) * picked * picked_1
-    loss = ops.where(valid, unmasked, 0)
-    if reduction == "none":
-        result = ops.reshape(loss, (N,) + D)
-    elif reduction == "sum":
-        result = loss.sum()
+    if weight is None:  # specialised: the defaults substituted into the loss
+        logp = _log_softmax(input, -(1 + len(D)))
+        picked = ops.gather_elements(logp, -(1 + len(D)), target)
+        total = ops.sum(logp, -(1 + len(D)), keepdim=True)
+        unmasked = -((1 - label_smoothing) * picked) - label_smoothing * total / C
+        loss = ops.where(valid, unmasked, 0)
+        if reduction == "none":
+            result = ops.reshape(loss, (N,) + D)
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.sum() / ops.cast(valid, dtype).sum()
     else:
-        result = loss.sum() / ops.where(valid, picked, 0).sum()
+        weight = ops.reshape(weight, (C,) + (1,) * len(D))
+        logp = _log_softmax(input, -(1 + len(D)))
+        total = ops.sum(weight * logp, -(1 + len(D)), keepdim=True)
+        picked = ops.gather(ops.reshape(weight, (-1,)), target, 0)
+        picked_1 = ops.gather_elements(logp, -(1 + len(D)), target)
+        unmasked = -(label_smoothing * total / C) - (1 - label_smoothing) * picked * picked_1
+        loss = ops.where(valid, unmasked, 0)
+        if reduction == "none":
+            result = ops.reshape(loss, (N,) + D)
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.sum() / ops.where(valid, picked, 0).sum()
     return ops.cast(result, in_dtype) if half else result
 
 

@@ -19,6 +19,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     log_probs = log_softmax(input, axis=C)
     total = sum(weight*q*log_probs, axis=C)
     loss = -total
+
+    with weight None: loss = -sum(q*log_probs, axis=C)
 """
 
 import mindspore as ms
@@ -77,20 +79,29 @@ def cross_entropy_probs(input, target, weight=None, *, label_smoothing=0.0, redu
     C = input.shape[1]
     D = tuple(input.shape[2:])
     label_smoothing = ms.Tensor(label_smoothing, dtype)
-    if weight is None:
-        weight = ops.full((C, *((1,) * len(D))), 1.0, dtype=dtype)
+    if weight is None:  # specialised: the defaults substituted into the loss
+        q = label_smoothing / C + target * (1 - label_smoothing)
+        log_probs = _log_softmax(input, -(1 + len(D)))
+        total = ops.sum(q * log_probs, -(1 + len(D)), keepdim=True)
+        loss = -total
+        if reduction == "none":
+            result = ops.reshape(loss, (N,) + D)
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.sum() / loss.size
     else:
         weight = ops.reshape(weight, (C,) + (1,) * len(D))
-    q = label_smoothing / C + target * (1 - label_smoothing)
-    log_probs = _log_softmax(input, -(1 + len(D)))
-    total = ops.sum(weight * q * log_probs, -(1 + len(D)), keepdim=True)
-    loss = -total
-    if reduction == "none":
-        result = ops.reshape(loss, (N,) + D)
-    elif reduction == "sum":
-        result = loss.sum()
-    else:
-        result = loss.sum() / loss.size
+        q = label_smoothing / C + target * (1 - label_smoothing)
+        log_probs = _log_softmax(input, -(1 + len(D)))
+        total = ops.sum(weight * q * log_probs, -(1 + len(D)), keepdim=True)
+        loss = -total
+        if reduction == "none":
+            result = ops.reshape(loss, (N,) + D)
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.sum() / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 

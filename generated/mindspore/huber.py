@@ -18,6 +18,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     d = abs(input - target)
     t = min(delta, d)
     loss = weight*(0.5*t**2 + delta*(-t + d))
+
+    with weight None: loss = 0.5*t**2 + delta*(-t + d)
 """
 
 import mindspore as ms
@@ -60,17 +62,26 @@ def huber(input, target, weight=None, *, delta=1.0, reduction="mean"):
             weight = ops.cast(weight, ms.float32)
     dtype = input.dtype
     delta = ms.Tensor(delta, dtype)
-    if weight is None:
-        weight = ops.full((), 1.0, dtype=dtype)
-    d = ops.abs(input - target)
-    t = ops.clamp(d, max=delta)
-    loss = weight * (0.5 * t**2 + delta * (d - t))
-    if reduction == "none":
-        result = loss
-    elif reduction == "sum":
-        result = loss.sum()
+    if weight is None:  # specialised: the defaults substituted into the loss
+        d = ops.abs(input - target)
+        t = ops.clamp(d, max=delta)
+        loss = 0.5 * t**2 + delta * (d - t)
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.sum() / loss.size
     else:
-        result = loss.sum() / loss.size
+        d = ops.abs(input - target)
+        t = ops.clamp(d, max=delta)
+        loss = weight * (0.5 * t**2 + delta * (d - t))
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.sum() / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 

@@ -17,6 +17,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
     magnitude = abs(input - target)
     loss = weight*(-log(2) + magnitude + log1p(exp(-2*magnitude)))
+
+    with weight None: loss = -log(2) + magnitude + log1p(exp(-2*magnitude))
 """
 
 import mindspore as ms
@@ -55,18 +57,26 @@ def log_cosh(input, target, weight=None, *, reduction="mean"):
         if weight is not None:
             weight = ops.cast(weight, ms.float32)
     dtype = input.dtype
-    if weight is None:
-        weight = ops.full((), 1.0, dtype=dtype)
-    magnitude = ops.abs(input - target)
-    loss = weight * (
-        magnitude + ops.log1p(ops.exp(-2 * magnitude)) - ms.Tensor(0.6931471805599453, dtype)
-    )
-    if reduction == "none":
-        result = loss
-    elif reduction == "sum":
-        result = loss.sum()
+    if weight is None:  # specialised: the defaults substituted into the loss
+        magnitude = ops.abs(input - target)
+        loss = magnitude + ops.log1p(ops.exp(-2 * magnitude)) - ms.Tensor(0.6931471805599453, dtype)
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.sum() / loss.size
     else:
-        result = loss.sum() / loss.size
+        magnitude = ops.abs(input - target)
+        loss = weight * (
+            magnitude + ops.log1p(ops.exp(-2 * magnitude)) - ms.Tensor(0.6931471805599453, dtype)
+        )
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.sum() / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 

@@ -14,6 +14,8 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     loss = weight*(input - target)**2
+
+    with weight None: loss = (input - target)**2
 """
 
 import mindspore as ms
@@ -50,16 +52,22 @@ def mse(input, target, weight=None, *, reduction="mean"):
         target = ops.cast(target, ms.float32)
         if weight is not None:
             weight = ops.cast(weight, ms.float32)
-    dtype = input.dtype
-    if weight is None:
-        weight = ops.full((), 1.0, dtype=dtype)
-    loss = weight * (input - target) ** 2
-    if reduction == "none":
-        result = loss
-    elif reduction == "sum":
-        result = loss.sum()
+    if weight is None:  # specialised: the defaults substituted into the loss
+        loss = (input - target) ** 2
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.sum() / loss.size
     else:
-        result = loss.sum() / ops.broadcast_to(weight, loss.shape).sum()
+        loss = weight * (input - target) ** 2
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.sum() / ops.broadcast_to(weight, loss.shape).sum()
     return ops.cast(result, in_dtype) if half else result
 
 

@@ -18,6 +18,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     picked_1 = weight[target]
     unmasked = -picked*picked_1
     loss = where(valid, unmasked, 0)
+
+    with weight None: loss = where(valid, -picked, 0)
 """
 
 import mindspore as ms
@@ -60,22 +62,30 @@ def nll(input, target, weight=None, *, ignore_index=-100, reduction="mean"):
     C = input.shape[1]
     D = tuple(input.shape[2:])
     target = ops.reshape(target, (N, 1) + D)
-    if weight is None:
-        weight = ops.full((C, *((1,) * len(D))), 1.0, dtype=dtype)
-    else:
-        weight = ops.reshape(weight, (C,) + (1,) * len(D))
     valid = target != ignore_index
     target = ops.where(valid, target, ops.zeros_like(target))
-    picked = ops.gather_elements(input, -(1 + len(D)), target)
-    picked_1 = ops.gather(ops.reshape(weight, (-1,)), target, 0)
-    unmasked = -(picked * picked_1)
-    loss = ops.where(valid, unmasked, 0)
-    if reduction == "none":
-        result = ops.reshape(loss, (N,) + D)
-    elif reduction == "sum":
-        result = loss.sum()
+    if weight is None:  # specialised: the defaults substituted into the loss
+        picked = ops.gather_elements(input, -(1 + len(D)), target)
+        unmasked = -picked
+        loss = ops.where(valid, unmasked, 0)
+        if reduction == "none":
+            result = ops.reshape(loss, (N,) + D)
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.sum() / ops.cast(valid, dtype).sum()
     else:
-        result = loss.sum() / ops.where(valid, picked_1, 0).sum()
+        weight = ops.reshape(weight, (C,) + (1,) * len(D))
+        picked = ops.gather_elements(input, -(1 + len(D)), target)
+        picked_1 = ops.gather(ops.reshape(weight, (-1,)), target, 0)
+        unmasked = -(picked * picked_1)
+        loss = ops.where(valid, unmasked, 0)
+        if reduction == "none":
+            result = ops.reshape(loss, (N,) + D)
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.sum() / ops.where(valid, picked_1, 0).sum()
     return ops.cast(result, in_dtype) if half else result
 
 

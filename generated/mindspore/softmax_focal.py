@@ -21,6 +21,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     frozen = stop_gradient(t)
     t_1 = t > 0
     loss = -picked*picked_1*where(t_1, where(t_1, t, 1)**gamma, frozen**gamma)
+
+    with alpha None: loss = -0.25*picked_1*where(t_1, where(t_1, t, 1)**gamma, frozen**gamma)
 """
 
 import mindspore as ms
@@ -69,24 +71,35 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
             alpha = ops.cast(alpha, ms.float32)
     dtype = input.dtype
     N = input.shape[0]
-    C = input.shape[1]
     gamma = ms.Tensor(gamma, dtype)
     target = ops.reshape(target, (N, 1))
-    if alpha is None:
-        alpha = ops.full((C,), 0.25, dtype=dtype)
-    picked = ops.gather(ops.reshape(alpha, (-1,)), target, 0)
-    log_probs = _log_softmax(input, -1)
-    picked_1 = ops.gather_elements(log_probs, -1, target)
-    t = -ops.expm1(picked_1)
-    frozen = ops.stop_gradient(t)
-    t_1 = t > 0
-    loss = -(picked * picked_1 * ops.where(t_1, ops.where(t_1, t, 1) ** gamma, frozen**gamma))
-    if reduction == "none":
-        result = ops.reshape(loss, (N,))
-    elif reduction == "sum":
-        result = loss.sum()
+    if alpha is None:  # specialised: the defaults substituted into the loss
+        log_probs = _log_softmax(input, -1)
+        picked = ops.gather_elements(log_probs, -1, target)
+        t = -ops.expm1(picked)
+        frozen = ops.stop_gradient(t)
+        t_1 = t > 0
+        loss = -0.25 * picked * ops.where(t_1, ops.where(t_1, t, 1) ** gamma, frozen**gamma)
+        if reduction == "none":
+            result = ops.reshape(loss, (N,))
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.sum() / loss.size
     else:
-        result = loss.sum() / loss.size
+        picked = ops.gather(ops.reshape(alpha, (-1,)), target, 0)
+        log_probs = _log_softmax(input, -1)
+        picked_1 = ops.gather_elements(log_probs, -1, target)
+        t = -ops.expm1(picked_1)
+        frozen = ops.stop_gradient(t)
+        t_1 = t > 0
+        loss = -(picked * picked_1 * ops.where(t_1, ops.where(t_1, t, 1) ** gamma, frozen**gamma))
+        if reduction == "none":
+            result = ops.reshape(loss, (N,))
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.sum() / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 

@@ -23,6 +23,9 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     t = -p
     t_1 = target*max(-100, log(p)) + (1 - target)*max(-100, log1p(t))
     loss = (input + t)*slope - weight*t_1
+
+    with weight None: loss = (input + t)*stop_gradient((-target + p)/max(9.999999960041972e-13, (1 +
+        t)*p)) - target*max(-100, log(p)) - (1 - target)*max(-100, log1p(t))
 """
 
 import paddle
@@ -59,24 +62,39 @@ def bce(input, target, weight=None, *, reduction="mean"):
         target = paddle.cast(target, "float32")
         if weight is not None:
             weight = paddle.cast(weight, "float32")
-    dtype = input.dtype
-    if weight is None:
-        weight = paddle.full((), 1.0, dtype=dtype)
-    p = paddle.assign(input).detach()
-    slope = paddle.assign(
-        (weight * (p - target) / paddle.clip((1 - p) * p, min=9.999999960041972e-13))
-    ).detach()
-    t = -p
-    t_1 = target * paddle.clip(paddle.log(p), min=-100) + (1 - target) * paddle.clip(
-        paddle.log1p(t), min=-100
-    )
-    loss = (input - p) * slope - weight * t_1
-    if reduction == "none":
-        result = loss
-    elif reduction == "sum":
-        result = loss.sum()
+    if weight is None:  # specialised: the defaults substituted into the loss
+        p = paddle.assign(input).detach()
+        slope = paddle.assign(
+            ((p - target) / paddle.clip((1 - p) * p, min=9.999999960041972e-13))
+        ).detach()
+        t = -p
+        loss = (
+            (input - p) * slope
+            - target * paddle.clip(paddle.log(p), min=-100)
+            - (1 - target) * paddle.clip(paddle.log1p(t), min=-100)
+        )
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.mean()
     else:
-        result = loss.mean()
+        p = paddle.assign(input).detach()
+        slope = paddle.assign(
+            (weight * (p - target) / paddle.clip((1 - p) * p, min=9.999999960041972e-13))
+        ).detach()
+        t = -p
+        t_1 = target * paddle.clip(paddle.log(p), min=-100) + (1 - target) * paddle.clip(
+            paddle.log1p(t), min=-100
+        )
+        loss = (input - p) * slope - weight * t_1
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.mean()
     return paddle.cast(result, in_dtype) if half else result
 
 

@@ -17,6 +17,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
     t = -(1 - target)*softplus(input) - pos_weight*target*softplus(-input)
     loss = -weight*t
+
+    with weight, pos_weight None: loss = target*softplus(-input) + (1 - target)*softplus(input)
 """
 
 import paddle
@@ -61,20 +63,31 @@ def bce_with_logits(input, target, weight=None, pos_weight=None, *, reduction="m
             pos_weight = paddle.cast(pos_weight, "float32")
     dtype = input.dtype
     C = input.shape[-1]
-    if weight is None:
-        weight = paddle.full((), 1.0, dtype=dtype)
-    if pos_weight is None:
-        pos_weight = paddle.full((C,), 1.0, dtype=dtype)
-    t = -((1 - target) * F.softplus(input, threshold=40.0)) - pos_weight * target * F.softplus(
-        -input, threshold=40.0
-    )
-    loss = -(weight * t)
-    if reduction == "none":
-        result = loss
-    elif reduction == "sum":
-        result = loss.sum()
+    if weight is None and pos_weight is None:  # specialised: the defaults substituted into the loss
+        loss = target * F.softplus(-input, threshold=40.0) + (1 - target) * F.softplus(
+            input, threshold=40.0
+        )
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.mean()
     else:
-        result = loss.mean()
+        if weight is None:
+            weight = paddle.full((), 1.0, dtype=dtype)
+        if pos_weight is None:
+            pos_weight = paddle.full((C,), 1.0, dtype=dtype)
+        t = -((1 - target) * F.softplus(input, threshold=40.0)) - pos_weight * target * F.softplus(
+            -input, threshold=40.0
+        )
+        loss = -(weight * t)
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.mean()
     return paddle.cast(result, in_dtype) if half else result
 
 

@@ -24,6 +24,9 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     picked_1 = logp[target]
     unmasked = -label_smoothing*total/C - (1 - label_smoothing)*picked*picked_1
     loss = where(valid, unmasked, 0)
+
+    with weight None: loss = where(valid, -(1 - label_smoothing)*picked_1 -
+        label_smoothing*sum(logp, axis=C)/C, 0)
 """
 
 import paddle
@@ -87,27 +90,39 @@ def cross_entropy(
     D = tuple(input.shape[2:])
     label_smoothing = paddle.full([], label_smoothing, dtype=dtype)
     target = paddle.reshape(target, (N, 1) + D)
-    if weight is None:
-        weight = paddle.full((C, *((1,) * len(D))), 1.0, dtype=dtype)
-    else:
-        weight = paddle.reshape(weight, (C,) + (1,) * len(D))
     valid = target != ignore_index
     target = paddle.where(valid, target, paddle.zeros_like(target))
-    logp = input - _logsumexp(input, -(1 + len(D)))
-    total = paddle.sum(weight * logp, axis=-(1 + len(D)), keepdim=True)
-    picked = paddle.take(weight, target)
-    picked_1 = paddle.take_along_axis(logp, target, axis=-(1 + len(D)), broadcast=False)
-    unmasked = (
-        -(label_smoothing * total / paddle.full([], C, dtype=dtype))
-        - (1 - label_smoothing) * picked * picked_1
-    )
-    loss = paddle.where(valid, unmasked, paddle.full_like(unmasked, 0))
-    if reduction == "none":
-        result = paddle.reshape(loss, (N,) + D)
-    elif reduction == "sum":
-        result = loss.sum()
+    if weight is None:  # specialised: the defaults substituted into the loss
+        logp = input - _logsumexp(input, -(1 + len(D)))
+        picked = paddle.take_along_axis(logp, target, axis=-(1 + len(D)), broadcast=False)
+        total = paddle.sum(logp, axis=-(1 + len(D)), keepdim=True)
+        unmasked = -((1 - label_smoothing) * picked) - label_smoothing * total / paddle.full(
+            [], C, dtype=dtype
+        )
+        loss = paddle.where(valid, unmasked, paddle.full_like(unmasked, 0))
+        if reduction == "none":
+            result = paddle.reshape(loss, (N,) + D)
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.sum() / paddle.cast(valid, dtype).sum()
     else:
-        result = loss.sum() / paddle.where(valid, picked, paddle.full_like(picked, 0)).sum()
+        weight = paddle.reshape(weight, (C,) + (1,) * len(D))
+        logp = input - _logsumexp(input, -(1 + len(D)))
+        total = paddle.sum(weight * logp, axis=-(1 + len(D)), keepdim=True)
+        picked = paddle.take(weight, target)
+        picked_1 = paddle.take_along_axis(logp, target, axis=-(1 + len(D)), broadcast=False)
+        unmasked = (
+            -(label_smoothing * total / paddle.full([], C, dtype=dtype))
+            - (1 - label_smoothing) * picked * picked_1
+        )
+        loss = paddle.where(valid, unmasked, paddle.full_like(unmasked, 0))
+        if reduction == "none":
+            result = paddle.reshape(loss, (N,) + D)
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.sum() / paddle.where(valid, picked, paddle.full_like(picked, 0)).sum()
     return paddle.cast(result, in_dtype) if half else result
 
 

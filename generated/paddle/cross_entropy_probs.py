@@ -19,6 +19,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     log_probs = log_softmax(input, axis=C)
     total = sum(weight*q*log_probs, axis=C)
     loss = -total
+
+    with weight None: loss = -sum(q*log_probs, axis=C)
 """
 
 import paddle
@@ -81,20 +83,29 @@ def cross_entropy_probs(input, target, weight=None, *, label_smoothing=0.0, redu
     C = input.shape[1]
     D = tuple(input.shape[2:])
     label_smoothing = paddle.full([], label_smoothing, dtype=dtype)
-    if weight is None:
-        weight = paddle.full((C, *((1,) * len(D))), 1.0, dtype=dtype)
+    if weight is None:  # specialised: the defaults substituted into the loss
+        q = label_smoothing / paddle.full([], C, dtype=dtype) + target * (1 - label_smoothing)
+        log_probs = input - _logsumexp(input, -(1 + len(D)))
+        total = paddle.sum(q * log_probs, axis=-(1 + len(D)), keepdim=True)
+        loss = -total
+        if reduction == "none":
+            result = paddle.reshape(loss, (N,) + D)
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.mean()
     else:
         weight = paddle.reshape(weight, (C,) + (1,) * len(D))
-    q = label_smoothing / paddle.full([], C, dtype=dtype) + target * (1 - label_smoothing)
-    log_probs = input - _logsumexp(input, -(1 + len(D)))
-    total = paddle.sum(weight * q * log_probs, axis=-(1 + len(D)), keepdim=True)
-    loss = -total
-    if reduction == "none":
-        result = paddle.reshape(loss, (N,) + D)
-    elif reduction == "sum":
-        result = loss.sum()
-    else:
-        result = loss.mean()
+        q = label_smoothing / paddle.full([], C, dtype=dtype) + target * (1 - label_smoothing)
+        log_probs = input - _logsumexp(input, -(1 + len(D)))
+        total = paddle.sum(weight * q * log_probs, axis=-(1 + len(D)), keepdim=True)
+        loss = -total
+        if reduction == "none":
+            result = paddle.reshape(loss, (N,) + D)
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.mean()
     return paddle.cast(result, in_dtype) if half else result
 
 

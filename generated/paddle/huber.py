@@ -18,6 +18,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     d = abs(input - target)
     t = min(delta, d)
     loss = weight*(0.5*t**2 + delta*(-t + d))
+
+    with weight None: loss = 0.5*t**2 + delta*(-t + d)
 """
 
 import paddle
@@ -61,17 +63,26 @@ def huber(input, target, weight=None, *, delta=1.0, reduction="mean"):
             weight = paddle.cast(weight, "float32")
     dtype = input.dtype
     delta = paddle.full([], delta, dtype=dtype)
-    if weight is None:
-        weight = paddle.full((), 1.0, dtype=dtype)
-    d = paddle.abs(input - target)
-    t = paddle.clip(d, max=delta)
-    loss = weight * (0.5 * paddle.square(t) + delta * (d - t))
-    if reduction == "none":
-        result = loss
-    elif reduction == "sum":
-        result = loss.sum()
+    if weight is None:  # specialised: the defaults substituted into the loss
+        d = paddle.abs(input - target)
+        t = paddle.clip(d, max=delta)
+        loss = 0.5 * paddle.square(t) + delta * (d - t)
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.mean()
     else:
-        result = loss.mean()
+        d = paddle.abs(input - target)
+        t = paddle.clip(d, max=delta)
+        loss = weight * (0.5 * paddle.square(t) + delta * (d - t))
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.mean()
     return paddle.cast(result, in_dtype) if half else result
 
 

@@ -14,6 +14,8 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     loss = weight*abs(input - target)
+
+    with weight None: loss = abs(input - target)
 """
 
 import paddle
@@ -51,16 +53,22 @@ def l1(input, target, weight=None, *, reduction="mean"):
         target = paddle.cast(target, "float32")
         if weight is not None:
             weight = paddle.cast(weight, "float32")
-    dtype = input.dtype
-    if weight is None:
-        weight = paddle.full((), 1.0, dtype=dtype)
-    loss = weight * paddle.abs(input - target)
-    if reduction == "none":
-        result = loss
-    elif reduction == "sum":
-        result = loss.sum()
+    if weight is None:  # specialised: the defaults substituted into the loss
+        loss = paddle.abs(input - target)
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.mean()
     else:
-        result = loss.sum() / paddle.broadcast_to(weight, loss.shape).sum()
+        loss = weight * paddle.abs(input - target)
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.sum() / paddle.broadcast_to(weight, loss.shape).sum()
     return paddle.cast(result, in_dtype) if half else result
 
 

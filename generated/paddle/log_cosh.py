@@ -18,6 +18,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     magnitude = abs(input - target)
     t = -log(2) + magnitude + log1p(exp(-2*magnitude))
     loss = weight*t
+
+    with weight None: loss = t
 """
 
 import paddle
@@ -57,21 +59,33 @@ def log_cosh(input, target, weight=None, *, reduction="mean"):
         if weight is not None:
             weight = paddle.cast(weight, "float32")
     dtype = input.dtype
-    if weight is None:
-        weight = paddle.full((), 1.0, dtype=dtype)
-    magnitude = paddle.abs(input - target)
-    t = (
-        magnitude
-        + paddle.log1p(paddle.exp(-2 * magnitude))
-        - paddle.full([], 0.6931471805599453, dtype=dtype)
-    )
-    loss = weight * t
-    if reduction == "none":
-        result = loss
-    elif reduction == "sum":
-        result = loss.sum()
+    if weight is None:  # specialised: the defaults substituted into the loss
+        magnitude = paddle.abs(input - target)
+        loss = (
+            magnitude
+            + paddle.log1p(paddle.exp(-2 * magnitude))
+            - paddle.full([], 0.6931471805599453, dtype=dtype)
+        )
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.mean()
     else:
-        result = loss.mean()
+        magnitude = paddle.abs(input - target)
+        t = (
+            magnitude
+            + paddle.log1p(paddle.exp(-2 * magnitude))
+            - paddle.full([], 0.6931471805599453, dtype=dtype)
+        )
+        loss = weight * t
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.mean()
     return paddle.cast(result, in_dtype) if half else result
 
 

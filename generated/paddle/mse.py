@@ -14,6 +14,8 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     loss = weight*(input - target)**2
+
+    with weight None: loss = (input - target)**2
 """
 
 import paddle
@@ -51,16 +53,22 @@ def mse(input, target, weight=None, *, reduction="mean"):
         target = paddle.cast(target, "float32")
         if weight is not None:
             weight = paddle.cast(weight, "float32")
-    dtype = input.dtype
-    if weight is None:
-        weight = paddle.full((), 1.0, dtype=dtype)
-    loss = weight * paddle.square(input - target)
-    if reduction == "none":
-        result = loss
-    elif reduction == "sum":
-        result = loss.sum()
+    if weight is None:  # specialised: the defaults substituted into the loss
+        loss = paddle.square(input - target)
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.mean()
     else:
-        result = loss.sum() / paddle.broadcast_to(weight, loss.shape).sum()
+        loss = weight * paddle.square(input - target)
+        if reduction == "none":
+            result = loss
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.sum() / paddle.broadcast_to(weight, loss.shape).sum()
     return paddle.cast(result, in_dtype) if half else result
 
 

@@ -18,6 +18,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     picked_1 = weight[target]
     unmasked = -picked*picked_1
     loss = where(valid, unmasked, 0)
+
+    with weight None: loss = where(valid, -picked, 0)
 """
 
 import paddle
@@ -61,22 +63,30 @@ def nll(input, target, weight=None, *, ignore_index=-100, reduction="mean"):
     C = input.shape[1]
     D = tuple(input.shape[2:])
     target = paddle.reshape(target, (N, 1) + D)
-    if weight is None:
-        weight = paddle.full((C, *((1,) * len(D))), 1.0, dtype=dtype)
-    else:
-        weight = paddle.reshape(weight, (C,) + (1,) * len(D))
     valid = target != ignore_index
     target = paddle.where(valid, target, paddle.zeros_like(target))
-    picked = paddle.take_along_axis(input, target, axis=-(1 + len(D)), broadcast=False)
-    picked_1 = paddle.take(weight, target)
-    unmasked = -(picked * picked_1)
-    loss = paddle.where(valid, unmasked, paddle.full_like(unmasked, 0))
-    if reduction == "none":
-        result = paddle.reshape(loss, (N,) + D)
-    elif reduction == "sum":
-        result = loss.sum()
+    if weight is None:  # specialised: the defaults substituted into the loss
+        picked = paddle.take_along_axis(input, target, axis=-(1 + len(D)), broadcast=False)
+        unmasked = -picked
+        loss = paddle.where(valid, unmasked, paddle.full_like(unmasked, 0))
+        if reduction == "none":
+            result = paddle.reshape(loss, (N,) + D)
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.sum() / paddle.cast(valid, dtype).sum()
     else:
-        result = loss.sum() / paddle.where(valid, picked_1, paddle.full_like(picked_1, 0)).sum()
+        weight = paddle.reshape(weight, (C,) + (1,) * len(D))
+        picked = paddle.take_along_axis(input, target, axis=-(1 + len(D)), broadcast=False)
+        picked_1 = paddle.take(weight, target)
+        unmasked = -(picked * picked_1)
+        loss = paddle.where(valid, unmasked, paddle.full_like(unmasked, 0))
+        if reduction == "none":
+            result = paddle.reshape(loss, (N,) + D)
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.sum() / paddle.where(valid, picked_1, paddle.full_like(picked_1, 0)).sum()
     return paddle.cast(result, in_dtype) if half else result
 
 

@@ -21,6 +21,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     t_1 = t > 0
     t_2 = picked*picked_1*where(t_1, where(t_1, t, 1)**gamma, frozen**gamma)
     loss = -t_2
+
+    with alpha None: loss = -0.25*picked_1*where(t_1, where(t_1, t, 1)**gamma, frozen**gamma)
 """
 
 import paddle
@@ -73,30 +75,50 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
             alpha = paddle.cast(alpha, "float32")
     dtype = input.dtype
     N = input.shape[0]
-    C = input.shape[1]
     gamma = paddle.full([], gamma, dtype=dtype)
     target = paddle.reshape(target, (N, 1))
-    if alpha is None:
-        alpha = paddle.full((C,), 0.25, dtype=dtype)
-    picked = paddle.take(alpha, target)
-    picked_1 = paddle.take_along_axis(input, target, axis=-1, broadcast=False) - _logsumexp(
-        input, -1
-    )
-    t = -paddle.expm1(picked_1)
-    frozen = paddle.assign(t).detach()
-    t_1 = t > 0
-    t_2 = (
-        picked
-        * picked_1
-        * paddle.where(t_1, paddle.where(t_1, t, paddle.full_like(t, 1)) ** gamma, frozen**gamma)
-    )
-    loss = -t_2
-    if reduction == "none":
-        result = paddle.reshape(loss, (N,))
-    elif reduction == "sum":
-        result = loss.sum()
+    if alpha is None:  # specialised: the defaults substituted into the loss
+        picked = paddle.take_along_axis(input, target, axis=-1, broadcast=False) - _logsumexp(
+            input, -1
+        )
+        t = -paddle.expm1(picked)
+        frozen = paddle.assign(t).detach()
+        t_1 = t > 0
+        loss = (
+            -0.25
+            * picked
+            * paddle.where(
+                t_1, paddle.where(t_1, t, paddle.full_like(t, 1)) ** gamma, frozen**gamma
+            )
+        )
+        if reduction == "none":
+            result = paddle.reshape(loss, (N,))
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.mean()
     else:
-        result = loss.mean()
+        picked = paddle.take(alpha, target)
+        picked_1 = paddle.take_along_axis(input, target, axis=-1, broadcast=False) - _logsumexp(
+            input, -1
+        )
+        t = -paddle.expm1(picked_1)
+        frozen = paddle.assign(t).detach()
+        t_1 = t > 0
+        t_2 = (
+            picked
+            * picked_1
+            * paddle.where(
+                t_1, paddle.where(t_1, t, paddle.full_like(t, 1)) ** gamma, frozen**gamma
+            )
+        )
+        loss = -t_2
+        if reduction == "none":
+            result = paddle.reshape(loss, (N,))
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.mean()
     return paddle.cast(result, in_dtype) if half else result
 
 
