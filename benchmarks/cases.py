@@ -58,7 +58,7 @@ def make_inputs(name: str, shape, seed: int = 0) -> list:
     def labels():
         return rng.integers(0, c, size=n).astype(np.int64)
 
-    if name in ("huber", "smooth_l1", "mse", "l1"):
+    if name in ("huber", "smooth_l1", "mse", "l1", "log_cosh"):
         return [randn(n, c), randn(n, c)]
     if name == "bce":
         return [rng.uniform(0.02, 0.98, (n, c)).astype(f32), (rng.random((n, c)) < 0.5).astype(f32)]
@@ -98,6 +98,8 @@ CASES = [
          builtin={"mindspore": "ops.smooth_l1_loss(reduction='mean')", "paddle": "F.smooth_l1_loss(is_huber=False)"}),
     Case("mse", "reg", (0, 1), True, builtin={"mindspore": "ops.mse_loss", "paddle": "F.mse_loss"}),
     Case("l1", "reg", (0, 1), True, builtin={"mindspore": "ops.l1_loss", "paddle": "F.l1_loss"}),
+    Case("log_cosh", "reg", (0, 1), True, note="no built-in in either framework",
+         handwritten={"mindspore": "log(cosh(x - y)).mean()", "paddle": "log(cosh(x - y)).mean()"}),
     Case("bce", "reg", (0,), builtin={"mindspore": "ops.binary_cross_entropy", "paddle": "F.binary_cross_entropy"}),
     Case("bce_with_logits", "reg", (0,),
          builtin={"mindspore": "ops.binary_cross_entropy_with_logits", "paddle": "F.binary_cross_entropy_with_logits"}),

@@ -14,6 +14,7 @@ g_huber = load("mindspore", "huber")
 g_smooth_l1 = load("mindspore", "smooth_l1")
 g_mse = load("mindspore", "mse")
 g_l1 = load("mindspore", "l1")
+g_log_cosh = load("mindspore", "log_cosh")
 g_bce = load("mindspore", "bce")
 g_bce_with_logits = load("mindspore", "bce_with_logits")
 g_kl_div = load("mindspore", "kl_div")
@@ -53,6 +54,10 @@ def gen_mse(x, y):
 
 def gen_l1(x, y):
     return g_l1.l1(x, y)
+
+
+def gen_log_cosh(x, y):
+    return g_log_cosh.log_cosh(x, y)
 
 
 def gen_bce(p, t):
@@ -194,6 +199,14 @@ def floor_smooth_l1(x, y):
 
 
 def floor_mse(x, y):
+    return (x - y).sum()
+
+
+def hand_log_cosh(x, y):
+    return ops.log(ops.cosh(x - y)).mean()
+
+
+def floor_log_cosh(x, y):
     return (x - y).sum()
 
 

@@ -13,6 +13,7 @@ g_huber = load("paddle", "huber")
 g_smooth_l1 = load("paddle", "smooth_l1")
 g_mse = load("paddle", "mse")
 g_l1 = load("paddle", "l1")
+g_log_cosh = load("paddle", "log_cosh")
 g_bce = load("paddle", "bce")
 g_bce_with_logits = load("paddle", "bce_with_logits")
 g_kl_div = load("paddle", "kl_div")
@@ -47,6 +48,10 @@ def gen_mse(x, y):
 
 def gen_l1(x, y):
     return g_l1.l1(x, y)
+
+
+def gen_log_cosh(x, y):
+    return g_log_cosh.log_cosh(x, y)
 
 
 def gen_bce(p, t):
@@ -184,6 +189,14 @@ def floor_smooth_l1(x, y):
 
 
 def floor_mse(x, y):
+    return (x - y).sum()
+
+
+def hand_log_cosh(x, y):
+    return paddle.log(paddle.cosh(x - y)).mean()
+
+
+def floor_log_cosh(x, y):
     return (x - y).sum()
 
 
