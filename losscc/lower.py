@@ -399,6 +399,12 @@ class Lowerer:
         pairs = list(e.args)
         if len(pairs) == 2 and pairs[0].expr == 1 and pairs[1].expr == 0 and pairs[1].cond is sp.true:
             return self.op("cast", x=self.value(pairs[0].cond), dtype=self.dtype()), ATOM
+        c0 = pairs[0].cond
+        if (len(pairs) == 2 and isinstance(c0, sp.Symbol) and self.typeof(c0).dtype == "bool"
+                and not self.typeof(c0).axes):
+            branched = self.flag_branch(c0, pairs[0].expr, pairs[1].expr, self.names.get(e))
+            if branched is not None:
+                return branched, ATOM
         code, prec = self.emit(pairs[-1].expr)
         scalar = self.scalar_like(pairs[-1].expr)
         for pair in reversed(pairs[:-1]):
@@ -413,6 +419,34 @@ class Lowerer:
             scalar = False
             prec = ATOM
         return code, prec
+
+    def flag_branch(self, flag, a, b, name: str | None = None) -> str | None:
+        """where(flag, a, b) on a boolean hyperparameter, when a branch needs statements of its
+        own: ``if flag: <a's statements> else: <b's>``, so the branch not taken costs nothing
+        (a ternary would compute both). Values first computed inside a branch are not reused
+        after it. Returns None when neither branch needs a statement (the ternary serves)."""
+        blocks = []
+        memo = dict(self.memo)
+        for e in (a, b):
+            start = len(self.stmts)
+            code = self.value(e)
+            blocks.append((code, self.stmts[start:]))
+            del self.stmts[start:]
+            self.memo = dict(memo)
+        if not blocks[0][1] and not blocks[1][1]:
+            return None
+        # reuse the name a branch gives its value (stirling = ... / stirling = 0)
+        var = self.fresh(name) if name else next(
+            (c for c, st in blocks if st and c.isidentifier() and st[-1].startswith(f"{c} = ")), None)
+        var = var or self.fresh("branch")
+        out = []
+        for head, (code, st) in zip((f"if {self.value(flag)}:", "else:"), blocks):
+            out.append(head)
+            out += ["    " + line for stmt in st for line in stmt.split("\n")]
+            if not (st and st[-1].startswith(f"{var} = ") and code == var):
+                out.append(f"    {var} = {code}")
+        self.stmts += out
+        return var
 
     def scalar_like(self, e) -> bool:
         """A value the generated code holds as a Python number (not a tensor)."""

@@ -17,7 +17,6 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
     t = target > 0
     plain = where(t, target*(-input + log(where(t, target, 1))), 0)
-    loss = where(log_target, (target - input)*exp(target), plain)
 """
 
 import mindspore as ms
@@ -55,9 +54,12 @@ def kl_div(input, target, *, log_target=False, reduction="mean"):
         input = ops.cast(input, ms.float32)
         target = ops.cast(target, ms.float32)
     N = input.shape[0]
-    t = target > 0
-    plain = ops.where(t, target * (ops.log(ops.where(t, target, 1)) - input), 0)
-    loss = (target - input) * ops.exp(target) if log_target else plain
+    if log_target:
+        loss = (target - input) * ops.exp(target)
+    else:
+        t = target > 0
+        plain = ops.where(t, target * (ops.log(ops.where(t, target, 1)) - input), 0)
+        loss = plain
     if reduction == "none":
         result = loss
     elif reduction == "sum":

@@ -62,14 +62,17 @@ def poisson_nll(input, target, *, log_input=True, full=False, eps=1e-08, reducti
     dtype = input.dtype
     eps = ms.Tensor(eps, dtype)
     nll = ops.exp(input) - input * target if log_input else input - target * ops.log(eps + input)
-    t = target > 1
-    t_1 = (
-        0.5 * ops.log(ops.where(t, 2 * ms.Tensor(3.141592653589793, dtype) * target, 1))
-        + target * ops.log(ops.where(t, target, 1))
-        - target
-    )
-    stirling = ops.where(t, t_1, 0)
-    loss = nll + (stirling if full else 0)
+    if full:
+        t = target > 1
+        t_1 = (
+            0.5 * ops.log(ops.where(t, 2 * ms.Tensor(3.141592653589793, dtype) * target, 1))
+            + target * ops.log(ops.where(t, target, 1))
+            - target
+        )
+        stirling = ops.where(t, t_1, 0)
+    else:
+        stirling = 0
+    loss = nll + stirling
     if reduction == "none":
         result = loss
     elif reduction == "sum":

@@ -17,7 +17,6 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
     t = target > 0
     plain = where(t, target*(-input + log(where(t, target, 1))), 0)
-    loss = where(log_target, (target - input)*exp(target), plain)
 """
 
 import paddle
@@ -57,10 +56,13 @@ def kl_div(input, target, *, log_target=False, reduction="mean"):
         target = paddle.cast(target, "float32")
     dtype = input.dtype
     N = input.shape[0]
-    t = target > 0
-    t_1 = target * (paddle.log(paddle.where(t, target, paddle.full_like(target, 1))) - input)
-    plain = paddle.where(t, t_1, paddle.full_like(t_1, 0))
-    loss = (target - input) * paddle.exp(target) if log_target else plain
+    if log_target:
+        loss = (target - input) * paddle.exp(target)
+    else:
+        t = target > 0
+        t_1 = target * (paddle.log(paddle.where(t, target, paddle.full_like(target, 1))) - input)
+        plain = paddle.where(t, t_1, paddle.full_like(t_1, 0))
+        loss = plain
     if reduction == "none":
         result = loss
     elif reduction == "sum":

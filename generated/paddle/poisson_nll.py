@@ -67,15 +67,18 @@ def poisson_nll(input, target, *, log_input=True, full=False, eps=1e-08, reducti
         if log_input
         else input - target * paddle.log(eps + input)
     )
-    t = target > 1
-    t_1 = 2 * paddle.full([], 3.141592653589793, dtype=dtype) * target
-    t_2 = (
-        0.5 * paddle.log(paddle.where(t, t_1, paddle.full_like(t_1, 1)))
-        + target * paddle.log(paddle.where(t, target, paddle.full_like(target, 1)))
-        - target
-    )
-    stirling = paddle.where(t, t_2, paddle.full_like(t_2, 0))
-    loss = nll + (stirling if full else 0)
+    if full:
+        t = target > 1
+        t_1 = 2 * paddle.full([], 3.141592653589793, dtype=dtype) * target
+        t_2 = (
+            0.5 * paddle.log(paddle.where(t, t_1, paddle.full_like(t_1, 1)))
+            + target * paddle.log(paddle.where(t, target, paddle.full_like(target, 1)))
+            - target
+        )
+        stirling = paddle.where(t, t_2, paddle.full_like(t_2, 0))
+    else:
+        stirling = 0
+    loss = nll + stirling
     if reduction == "none":
         result = loss
     elif reduction == "sum":

@@ -1,0 +1,76 @@
+"""Instruction selection (docs/operator_choices.md): the kernels each operator table picks,
+checked in the emitted text, and the gradient conventions they must keep, checked in both
+frameworks at the points where the choices differ (ties of a clip, float64 accuracy)."""
+
+from pathlib import Path
+
+import mindspore as ms  # noqa: F401  (before paddle)
+import numpy as np
+import paddle
+import pytest
+from mindspore import ops
+
+from losscc.backends import get
+from losscc.emit import compile_spec
+from losscc.spec import load_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def source(name: str, backend: str) -> str:
+    return compile_spec(load_spec(ROOT / "specs" / f"{name}.yaml"), get(backend))
+
+
+def test_paddle_squares_with_square_and_mindspore_with_pow():
+    assert "paddle.square(input - target)" in source("mse", "paddle")
+    assert "** 2" not in source("mse", "paddle").split('"""')[-1]
+    assert "(input - target) ** 2" in source("mse", "mindspore")
+
+
+@pytest.mark.parametrize("backend,clip", [("paddle", "paddle.clip("), ("mindspore", "ops.clamp(")])
+def test_max_against_a_constant_is_a_one_sided_clip(backend, clip):
+    code = source("margin_ranking", backend)
+    assert f"{clip}margin - target * (input1 - input2), min=0)" in code
+    assert "where(t >= 0" not in code
+
+
+def test_clip_kernels_pass_the_gradient_at_a_tie_as_where_does():
+    """max(t, 0) at t = 0: the where form gives gradient 1 (torch.clamp's convention); the clip
+    kernels both frameworks are lowered to must too (maximum and relu give 0.5 and 0)."""
+    t = paddle.to_tensor([-1.0, 0.0, 1.0], stop_gradient=False)
+    paddle.clip(t, min=0).sum().backward()
+    assert t.grad.numpy().tolist() == [0.0, 1.0, 1.0]
+    t = paddle.to_tensor([-1.0, 0.0, 1.0], stop_gradient=False)
+    paddle.clip(t, max=0).sum().backward()
+    assert t.grad.numpy().tolist() == [1.0, 1.0, 0.0]
+    grad = ms.grad(lambda v: ops.clamp(v, min=0).sum())(ms.Tensor([-1.0, 0.0, 1.0]))
+    assert grad.asnumpy().tolist() == [0.0, 1.0, 1.0]
+    grad = ms.grad(lambda v: ops.clamp(v, max=0).sum())(ms.Tensor([-1.0, 0.0, 1.0]))
+    assert grad.asnumpy().tolist() == [1.0, 1.0, 0.0]
+
+
+def test_paddle_gathers_without_broadcast_and_the_log_softmax_row_is_not_built():
+    code = source("focal", "paddle")
+    assert "paddle.take_along_axis(logits, label, axis=-1, broadcast=False) - _logsumexp(" in code
+    assert "logits - _logsumexp" not in code  # no full-size log_softmax
+    # cross_entropy's label smoothing reads the whole row, so there it is built once
+    assert "logp = input - _logsumexp(input" in source("cross_entropy", "paddle")
+
+
+def test_mindspore_native_kernels_only_in_float32():
+    code = source("focal", "mindspore")
+    assert "if x.dtype == ms.float32:\n        return ops.log_softmax(x, axis)" in code
+    assert "return x - ops.logsumexp(x, axis, keepdim=True)" in code
+    # the reason: the CPU kernel computes float64 in float32
+    z = np.array([[0.0, 1.0, 2.0, -70.0], [3.0, -1.0, 0.5, 2.0]])
+    exact = z - np.log(np.exp(z - z.max(1, keepdims=True)).sum(1, keepdims=True)) - z.max(1, keepdims=True)
+    native = ops.log_softmax(ms.Tensor(z), -1).asnumpy()
+    assert np.max(np.abs(native - exact)) > 1e-9
+
+
+def test_boolean_hyperparameter_branches_skip_the_untaken_side():
+    code = source("poisson_nll", "paddle")
+    assert "    if full:\n        t = target > 1" in code
+    assert "    else:\n        stirling = 0\n    loss = nll + stirling" in code
+    code = source("kl_div", "mindspore")
+    assert "    if log_target:\n        loss = (target - input) * ops.exp(target)\n    else:" in code
