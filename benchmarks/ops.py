@@ -95,6 +95,11 @@ def _ms_cases():
     return cases, make
 
 
+def _pd_lse(paddle, z):
+    peak = paddle.amax(z, axis=-1, keepdim=True).detach()
+    return peak + paddle.log(paddle.sum(paddle.exp(z - peak), axis=-1, keepdim=True))
+
+
 def _pd_cases():
     import paddle
     import paddle.nn.functional as F
@@ -115,7 +120,11 @@ def _pd_cases():
              ("z - logsumexp(z)", lambda z: (z - paddle.logsumexp(z, axis=-1, keepdim=True)).sum(), "cls"),
              ("F.log_softmax(z)", lambda z: F.log_softmax(z, axis=-1).sum(), "cls"),
              ("F.softmax(z)", lambda z: F.softmax(z, axis=-1).sum(), "cls"),
+             ("shifted logsumexp (peak detached)", lambda z: _pd_lse(paddle, z).sum(), "cls"),
+             ("paddle.logsumexp(z)", lambda z: paddle.logsumexp(z, axis=-1, keepdim=True).sum(), "cls"),
              ("paddle.take_along_axis(z, label, 1)", lambda z: paddle.take_along_axis(z, lab, 1).sum(), "cls"),
+             ("take_along_axis(z, label, 1, broadcast=False)",
+              lambda z: paddle.take_along_axis(z, lab, 1, broadcast=False).sum(), "cls"),
              ("paddle.index_sample(z, label)", lambda z: paddle.index_sample(z, lab).sum(), "cls")]
 
     def make(fn, arr):
