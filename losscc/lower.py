@@ -47,6 +47,12 @@ class Lowered:
     formula_lines: list[str]             # the computed form, in the formula language
     call: dict = field(default_factory=dict)
     restore: str | None = None           # cast of `result` back to the inputs' dtype (half precision)
+    # the call where every optional input is None, when it has its own path:
+    # ``if <none_test>: <none_body, none_reductions> else: <branch_prologue, body, reductions>``
+    none_test: str | None = None
+    none_body: list[str] = field(default_factory=list)
+    none_reductions: list[tuple[str, Block]] = field(default_factory=list)
+    branch_prologue: list[str] = field(default_factory=list)  # the general path's own prologue
 
 
 def _pos_expr(axis: str, prog: Program) -> str:
@@ -400,8 +406,7 @@ class Lowerer:
         if len(pairs) == 2 and pairs[0].expr == 1 and pairs[1].expr == 0 and pairs[1].cond is sp.true:
             return self.op("cast", x=self.value(pairs[0].cond), dtype=self.dtype()), ATOM
         c0 = pairs[0].cond
-        if (len(pairs) == 2 and isinstance(c0, sp.Symbol) and self.typeof(c0).dtype == "bool"
-                and not self.typeof(c0).axes):
+        if len(pairs) == 2 and self.is_flag(c0):
             branched = self.flag_branch(c0, pairs[0].expr, pairs[1].expr, self.names.get(e))
             if branched is not None:
                 return branched, ATOM
@@ -409,7 +414,7 @@ class Lowerer:
         scalar = self.scalar_like(pairs[-1].expr)
         for pair in reversed(pairs[:-1]):
             c = pair.cond
-            if isinstance(c, sp.Symbol) and self.typeof(c).dtype == "bool" and not self.typeof(c).axes:
+            if self.is_flag(c):
                 a = self.wrap(pair.expr, TERNARY + 1)
                 code = f"{a} if {self.value(c)} else {code if prec > TERNARY else '(' + code + ')'}"
                 prec = TERNARY
@@ -419,6 +424,10 @@ class Lowerer:
             scalar = False
             prec = ATOM
         return code, prec
+
+    def is_flag(self, c) -> bool:
+        """A boolean hyperparameter: a Python bool in the generated code."""
+        return isinstance(c, sp.Symbol) and self.typeof(c).dtype == "bool" and not self.typeof(c).axes
 
     def flag_branch(self, flag, a, b, name: str | None = None) -> str | None:
         """where(flag, a, b) on a boolean hyperparameter, when a branch needs statements of its

@@ -7,7 +7,7 @@ intermediate forms.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import sympy as sp
 
@@ -178,17 +178,6 @@ def _used_symbols(exprs) -> set[sp.Symbol]:
     return out
 
 
-@dataclass
-class SplitLowered(Lowered):
-    """A lowering with a second path for the call where every optional input is None:
-    ``if <none_test>: <none_body, none_reductions> else: <branch_prologue, body, reductions>``."""
-
-    none_test: str | None = None
-    none_body: list[str] = field(default_factory=list)
-    none_reductions: list[tuple[str, Block]] = field(default_factory=list)
-    branch_prologue: list[str] = field(default_factory=list)  # the general path's own prologue
-
-
 def _lower_body(prog: Program, backend: Backend, taken: set, names: dict, symbol_vars: dict,
                 loss: sp.Expr, dens: dict, layout_from: list, general_dens: dict | None = None):
     """Statements for the per-element loss and one Block per reduction."""
@@ -350,14 +339,14 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
         lines.append(f"{var} = {formula_text(expr, names)}")
         names[expr] = var
     if none is None:
-        return SplitLowered(backend, spec, signature, checks, pre + prologue, body, reductions,
-                            low.helpers, lines, restore=restore)
+        return Lowered(backend, spec, signature, checks, pre + prologue, body, reductions,
+                       low.helpers, lines, restore=restore)
     loss_name = none.names.get(none.loss, "loss")
     lines += ["", f"with {', '.join(none.inputs)} None: {loss_name} = {formula_text(none.loss, names)}"]
-    return SplitLowered(backend, spec, signature, checks, pre + prologue, body, reductions,
-                        low.helpers, lines, restore=restore,
-                        none_test=" and ".join(f"{n} is None" for n in none.inputs),
-                        none_body=none_body, none_reductions=none_reductions, branch_prologue=branch)
+    return Lowered(backend, spec, signature, checks, pre + prologue, body, reductions,
+                   low.helpers, lines, restore=restore,
+                   none_test=" and ".join(f"{n} is None" for n in none.inputs),
+                   none_body=none_body, none_reductions=none_reductions, branch_prologue=branch)
 
 
 def _stored_shape(axes, prog, need) -> str:

@@ -4,6 +4,10 @@ A backend is a :class:`Backend` value: the imports its code needs, how it spells
 each IR operator (format strings over named operands), the helper functions some
 operators need, and a few flags.  Adding a backend means adding one module here
 with a ``BACKEND`` value and one template directory; nothing else changes.
+
+A few operators are optional, for instruction selection: ``square`` (used for ``x**2``
+instead of ``**``) and ``gather_log_softmax`` (``log_softmax(z)[i]`` computed as
+``z[i] - logsumexp(z)``). A table without them gets the general lowering.
 """
 
 from __future__ import annotations
