@@ -1,28 +1,34 @@
 """Stage 7: files.  Compile specs for every backend, write them atomically, check staleness.
 
-``generate`` renders everything in memory first; only when every spec compiled does
-it write, into a temporary directory beside the output, then moves files into
-place.  It never overwrites or deletes a file that lacks the losscc header, and a
-lock file keeps two runs from interleaving.  ``check`` compares the same
-in-memory output with the tree, ignoring only the ``losscc-version`` header line.
+``generate`` renders everything in memory first; only when every spec compiled and the
+output tree holds nothing it refuses does it write (:mod:`losscc.outtree`: temporary
+files moved into place, no link followed, an flock on the output folder).  It never
+overwrites or deletes a file that lacks the losscc header.  ``check`` compares the same
+in-memory tree with the committed one, ignoring only the ``losscc-version`` header line.
+A run on some specs (or some backends) touches only their files; each package
+``__init__`` still lists every spec of the configured specs folder.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-import fcntl
 import hashlib
 import json
 import os
-import tempfile
+import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import outtree
 from .backends import Backend, all_backends
-from .errors import Diagnostic, Location, SpecError
+from .backends import get as get_backend
+from .errors import Diagnostic, Location, SpecError, printable
+from .outtree import Report
 from .pipeline import lower, prepare
-from .render import HEADER_MARK, VERSION_PREFIX, render_init, render_module
+from .project import Project, inside, project_relative, require_inside
+from .render import render_init, render_module
 from .spec import Spec, load_spec
 
 
@@ -38,6 +44,53 @@ def find_specs(paths: list[str]) -> list[Path]:
             raise SpecError([Diagnostic(Location(str(p)), "E100", "no such spec file or directory")])
     uniq = sorted(set(out), key=lambda q: (q.name, str(q)))
     return uniq
+
+
+def project_specs(project: Project, args: list[str]) -> list[Path]:
+    """The spec files named by `args` (files or folders, relative to the current directory)
+    or, without any, those of the configured specs folder.  A path that leaves the project
+    (after resolving symlinks) or is not a regular file is an error naming it."""
+    root = project.root
+    problems, out = [], []
+
+    def refuse(path: Path, shown: str) -> bool:
+        if inside(root, path):
+            return False
+        problems.append(Diagnostic(Location(printable(shown, False)), "E172",
+                                   "spec path leaves the project root (after resolving symbolic links)"))
+        return True
+
+    for arg in args or [os.path.relpath(root / project.specs)]:
+        path = Path(arg)
+        if not path.exists() and not path.is_symlink():
+            problems.append(Diagnostic(Location(arg), "E100", "no such spec file or directory"))
+        elif refuse(path, arg):
+            continue
+        elif path.is_dir():
+            for q in sorted(path.glob("*.yaml")):
+                if not refuse(q, str(q)) and stat.S_ISREG(q.stat().st_mode):
+                    out.append(q)
+        elif stat.S_ISREG(path.stat().st_mode):
+            out.append(path)
+        else:
+            problems.append(Diagnostic(Location(arg), "E100", "not a regular file"))
+    if problems:
+        raise SpecError(problems)
+    return sorted(set(out), key=lambda q: (q.name, str(q)))
+
+
+SPEC_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def package_names(project: Project, specs: list[Spec]) -> list[str]:
+    """The modules a backend package lists: every spec of the configured specs folder (by
+    file name, so a one-spec run need not load the others) and the specs being compiled."""
+    names = {s.name for s in specs}
+    folder = project.root / project.specs
+    if folder.is_dir() and inside(project.root, folder):
+        names |= {q.stem for q in folder.glob("*.yaml")
+                  if SPEC_NAME.fullmatch(q.stem) and inside(project.root, q) and q.is_file()}
+    return sorted(names)
 
 
 def display_path(path: Path) -> str:
@@ -57,16 +110,20 @@ def with_eps(spec: Spec, eps: float | None) -> Spec:
     return dataclasses.replace(spec, guards=guards, overrides=spec.overrides + (("eps", repr(float(eps))),))
 
 
-def load_all(paths: list[Path], problems: list | None = None, eps: float | None = None) -> list[Spec]:
+def load_all(paths: list[Path], problems: list | None = None, eps: float | None = None,
+             root: Path | None = None) -> list[Spec]:
     """Load and validate every spec.  With `problems` given, bad specs are left out and their
     diagnostics appended there (so later stages can still report the others' problems);
-    without it, any problem raises.  `eps` is the global ``--eps`` override."""
+    without it, any problem raises.  `eps` is the global ``--eps`` override.  With `root`,
+    specs are named by their path relative to it (as the generated headers record them);
+    otherwise relative to the current directory."""
     collect = problems is not None
     specs = []
     problems = [] if problems is None else problems
     for p in paths:
         try:
-            specs.append(with_eps(load_spec(p, display_path(p)), eps))
+            shown = project_relative(root, p) if root else display_path(p)
+            specs.append(with_eps(load_spec(p, shown), eps))
         except SpecError as exc:
             problems += exc.diagnostics
     names: dict[str, Spec] = {}
@@ -155,9 +212,10 @@ def internal_error(spec: Spec, exc: Exception) -> Diagnostic:
 
 
 def render_tree(specs: list[Spec], backends: tuple[Backend, ...] | None = None,
-                problems: list | None = None) -> dict[str, str]:
+                problems: list | None = None, package: list[str] | None = None) -> dict[str, str]:
     """All generated files, relative path -> text; raise SpecError with every problem
-    (including `problems` found by earlier stages)."""
+    (including `problems` found by earlier stages).  `package`: the module names each
+    backend's ``__init__`` lists (default: those of `specs`)."""
     backends = backends or all_backends()
     files: dict[str, str] = {}
     problems = list(problems or [])
@@ -176,122 +234,101 @@ def render_tree(specs: list[Spec], backends: tuple[Backend, ...] | None = None,
         raise SpecError(problems)
     for backend in backends:
         modules = []
-        for spec in specs:
-            modules.append((spec.name, f"{spec.name}, {spec.class_name}"))
+        for name in package if package is not None else [spec.name for spec in specs]:
+            modules.append((name, f"{name}, {class_name(name)}"))
         files[f"{backend.name}/__init__.py"] = render_init(backend.name, modules)
     return files
 
 
-def is_generated(path: Path) -> bool:
+def class_name(name: str) -> str:
+    """The class a module defines (as :attr:`Spec.class_name`)."""
+    return "".join(part.capitalize() for part in name.split("_") if part)
+
+
+def compare(files: dict[str, str], out: Path, backends=None, full: bool = True) -> Report:
+    """The committed tree at `out` against the expected `files` (see :mod:`losscc.outtree`)."""
+    names = tuple(b.name for b in (backends or all_backends()))
     try:
-        with path.open("r", encoding="utf-8") as f:
-            return f.readline().startswith(HEADER_MARK)
-    except (OSError, UnicodeDecodeError):
-        return False
+        return outtree.inspect(files, out, names, full)
+    except outtree.TreeError as exc:
+        raise _tree_error(exc, out) from None
 
 
-def strip_version(text: str) -> str:
-    return "".join(ln for ln in text.splitlines(keepends=True) if not ln.startswith(VERSION_PREFIX))
+def _tree_error(exc: outtree.TreeError, out: Path) -> SpecError:
+    diags = []
+    for rel, msg in exc.problems:
+        shown = (out / rel).as_posix() if rel != "." else out.as_posix()
+        if msg == "E170":
+            diags.append(Diagnostic(Location(shown), "E170", "refusing to overwrite a file without the losscc header"))
+        else:
+            diags.append(Diagnostic(Location(shown), "E171", msg))
+    return SpecError(diags)
 
 
-@dataclass(frozen=True)
-class Staleness:
-    stale: list[str]
-    missing: list[str]
-    extra: list[str]
-    foreign: list[str]          # files in the way that losscc did not write
-
-    @property
-    def clean(self) -> bool:
-        return not (self.stale or self.missing or self.extra or self.foreign)
+def _lines(text: str) -> list[str]:
+    """Lines split at \\n only (not at the other breaks str.splitlines() knows), printable."""
+    parts = text.split("\n")
+    lines = [printable(p) + "\n" for p in parts[:-1]]
+    return lines + ([printable(parts[-1])] if parts[-1] else [])
 
 
-def existing_generated(out: Path, backends) -> set[str]:
-    found = set()
-    for b in backends:
-        d = out / b.name
-        if d.is_dir():
-            for f in d.glob("*.py"):
-                if is_generated(f):
-                    found.add(f"{b.name}/{f.name}")
-    return found
-
-
-def compare(files: dict[str, str], out: Path, backends=None) -> Staleness:
-    backends = backends or all_backends()
-    stale, missing, foreign = [], [], []
-    for rel, text in sorted(files.items()):
-        p = out / rel
-        if not p.exists():
-            missing.append(rel)
-        elif not is_generated(p):
-            foreign.append(rel)
-        elif strip_version(p.read_text(encoding="utf-8")) != strip_version(text):
-            stale.append(rel)
-    extra = sorted(existing_generated(out, backends) - set(files))
-    return Staleness(stale, missing, extra, foreign)
-
-
-def diff(files: dict[str, str], out: Path, rels: list[str]) -> str:
-    chunks = []
-    for rel in rels:
-        p = out / rel
-        old = p.read_text(encoding="utf-8").splitlines(keepends=True) if p.exists() else []
-        new = files.get(rel, "").splitlines(keepends=True)
-        chunks += difflib.unified_diff(old, new, f"a/{rel}", f"b/{rel}")
+def diff(files: dict[str, str], report: Report, prefix: str) -> str:
+    """A patch of the stale, missing and extra files that ``git apply`` accepts from the
+    project root (`prefix`: the output folder relative to it).  Only regular files read
+    without following a link are shown; control characters are escaped."""
+    chunks: list[str] = []
+    for rel in sorted(report.stale + report.missing + report.extra):
+        path = f"{prefix}/{rel}" if prefix not in ("", ".") else rel
+        old = report.current.get(rel)
+        old_lines = _lines(old.decode("utf-8", "backslashreplace")) if old is not None else []
+        new_lines = _lines(files[rel]) if rel in files else []
+        a = f"a/{path}" if old is not None else "/dev/null"
+        b = f"b/{path}" if rel in files else "/dev/null"
+        for line in difflib.unified_diff(old_lines, new_lines, a, b):
+            chunks.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
     return "".join(chunks)
 
 
-class OutputLocked(Exception):
-    pass
+OutputLocked = outtree.OutputLocked
 
 
-def write_tree(files: dict[str, str], out: Path, backends=None) -> list[str]:
-    """Write all files or none; remove stale generated files; return the changed paths."""
-    backends = backends or all_backends()
-    out.mkdir(parents=True, exist_ok=True)
-    foreign = [rel for rel in files if (out / rel).exists() and not is_generated(out / rel)]
-    if foreign:
-        raise SpecError([Diagnostic(Location(str(out / rel)), "E170",
-                                    "refusing to overwrite a file without the losscc header")
-                         for rel in foreign])
-    lock_path = out / ".losscc.lock"
-    with open(lock_path, "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            raise OutputLocked(f"{out}: another losscc run is writing here") from None
-        changed = []
-        staged = tempfile.mkdtemp(prefix=".losscc-", dir=out)
-        try:
-            moves = []
-            for rel, text in sorted(files.items()):
-                target = out / rel
-                if target.exists() and target.read_text(encoding="utf-8") == text:
-                    continue
-                tmp = Path(staged) / rel.replace("/", "__")
-                with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-                    f.write(text)
-                    f.flush()
-                    os.fsync(f.fileno())
-                moves.append((tmp, target))
-            for tmp, target in moves:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(tmp, target)
-                changed.append(target.relative_to(out).as_posix())
-            for rel in sorted(existing_generated(out, backends) - set(files)):
-                (out / rel).unlink()
-                changed.append(rel)
-        finally:
-            for leftover in Path(staged).glob("*"):
-                leftover.unlink()
-            os.rmdir(staged)
-        try:
-            lock_path.unlink()
-        except OSError:
-            pass
-    return changed
+def write_tree(files: dict[str, str], out: Path, backends=None, full: bool = True) -> list[str]:
+    """Write all files or none; on a full run remove generated files no spec produces;
+    return the changed paths.  Links are never followed (see :mod:`losscc.outtree`)."""
+    names = tuple(b.name for b in (backends or all_backends()))
+    try:
+        return outtree.write(files, out, names, full)
+    except outtree.TreeError as exc:
+        raise _tree_error(exc, out) from None
 
 
 def manifest(files: dict[str, str]) -> str:
     return json.dumps({k: hashlib.sha256(v.encode()).hexdigest() for k, v in sorted(files.items())}, indent=1)
+
+
+@dataclass(frozen=True)
+class Build:
+    """The expected output of one generate/check run."""
+
+    files: dict[str, str]
+    specs: list[Spec]
+    backends: tuple[Backend, ...]
+    full: bool          # the whole tree is in scope (no spec paths, no --backend)
+    out: Path           # the output folder, resolved
+    out_rel: str        # the output folder relative to the project root
+
+
+def build(project: Project, spec_args: list[str], output: str | None = None, eps: float | None = None,
+          backends: list[str] | None = None, problems: list | None = None) -> Build:
+    """Load and compile: `spec_args`, `output` (relative to the current directory), `eps` and
+    `backends` are the command line's, overriding the project's configuration."""
+    root = project.root
+    shown = output if output is not None else project.output
+    out = require_inside(root, Path(output) if output is not None else root / project.output,
+                         printable(shown, False), "output folder")
+    problems = [] if problems is None else problems
+    specs = load_all(project_specs(project, spec_args), problems, project.eps if eps is None else eps, root=root)
+    chosen = tuple(get_backend(b) for b in (backends or project.backends))
+    full = not spec_args and not backends
+    files = render_tree(specs, chosen, problems=problems, package=None if full else package_names(project, specs))
+    return Build(files, specs, chosen, full, out, project_relative(root, out))

@@ -13,6 +13,15 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 
+def printable(text: str, newlines: bool = True) -> str:
+    """`text` safe to print on a terminal: control, format and line-separator characters
+    (escape sequences, bidi overrides, ``\\x85``, ``\\u2028``) shown as Python escapes;
+    tabs kept, and newlines unless `newlines` is False."""
+    keep = "\t\n" if newlines else "\t"
+    return "".join(ch if ch in keep or ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
+                   for ch in str(text))
+
+
 @dataclass(frozen=True, order=True)
 class Location:
     path: str = "<spec>"
@@ -34,9 +43,9 @@ class Diagnostic:
     hint: str = field(default="", compare=False)
 
     def format(self) -> str:
-        text = f"{self.loc}: {self.level}: {self.message} [{self.code}]"
+        text = f"{printable(str(self.loc), False)}: {self.level}: {printable(self.message)} [{self.code}]"
         if self.hint:
-            text += f"\n  hint: {self.hint}"
+            text += f"\n  hint: {printable(self.hint)}"
         return text
 
 
