@@ -204,7 +204,9 @@ def _declared_shape(spec: Spec, name: str, inputs: dict) -> tuple[int, ...]:
 def reference_cases(spec: Spec, root: Path) -> list[CaseData]:
     out = []
     for ref in spec.references:
-        out += load_case_file(root / ref.file, spec, ref.inputs, ref.params, ref.cases, ref.loc,
+        from .project import resolve_reference
+
+        out += load_case_file(resolve_reference(root, spec.path, ref.file, ref.loc), spec, ref.inputs, ref.params, ref.cases, ref.loc,
                               ref.reference_gradients)
     return out
 

@@ -174,4 +174,4 @@ def resolve_reference(root: Path, spec_path: str, text: str, loc: Location | Non
     if not inside(root, target):
         raise SpecError([Diagnostic(where, "E150", f"reference file {text!r} leaves the project root "
                                     "(through a symbolic link)")])
-    return target.resolve()
+    return target
