@@ -69,11 +69,17 @@ def test_check_reports_stale_missing_and_extra(project):
     assert "stale: " in r.stdout and "paddle/huber.py" in r.stdout
     assert "missing: " in r.stdout and "mindspore/focal.py" in r.stdout
     assert "extra: " in r.stdout and "paddle/old_loss.py" in r.stdout
-    assert "my_helpers" not in r.stdout
+    assert "unexpected: generated/paddle/my_helpers.py (file;" in r.stdout
     assert "-# edited" in r.stdout  # the unified diff
-    assert cli("generate", "-o", str(out), cwd=project).returncode == 0
+    r = cli("generate", "-o", str(out), cwd=project)
+    assert r.returncode == 0
+    assert "generated/paddle/my_helpers.py: warning: file not written by losscc" in r.stderr
     assert not extra.exists(), "generate removes stale generated files"
     assert user_file.read_text() == "def helper():\n    return 1\n", "a user's file is never touched"
+    r = cli("check", "-o", str(out), cwd=project)
+    assert r.returncode == 1 and r.stdout.splitlines() == ["unexpected: generated/paddle/my_helpers.py "
+                                                           "(file; generate never writes it)"]
+    user_file.unlink()
     assert cli("check", "-o", str(out), cwd=project).returncode == 0
 
 
