@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 
 from . import __version__
 from .errors import Diagnostic, SpecError, printable
@@ -123,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{printable(exc.filename, False)}: " if exc.filename else ""
         print(f"losscc: error: {where}{printable(exc.strerror or str(exc))}", file=sys.stderr)
         return 2
-    except Exception as exc:  # noqa: BLE001 - the one place a bug becomes exit status 3
+    except Exception as exc:  # the one place a bug becomes exit status 3
         if args.debug:
             raise
         text = printable(str(exc).strip().split("\n")[0][:200], False)

@@ -72,7 +72,7 @@ def _key_line(text: str, key: str) -> int:
             inside = s.replace(" ", "") == "[tool.losscc]"
         elif inside and re.match(rf"{re.escape(key)}\s*=", s):
             return n
-    m = re.search(r"^\s*\[tool\.losscc\]", text, re.M)
+    m = re.search(r"^\s*\[tool\.losscc\]", text, re.MULTILINE)
     return text[: m.start()].count("\n") + 1 if m else 0
 
 

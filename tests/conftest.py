@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("GLOG_minloglevel", "2")
+# Tests import generated/ modules; bytecode caches there would make `losscc check` fail.
+sys.dont_write_bytecode = True
 
 import mindspore  # noqa: E402,F401  (first, see above)
 import paddle  # noqa: E402,F401
