@@ -97,10 +97,11 @@ def _lstat(name: str, dir_fd: int) -> os.stat_result | None:
         return None
 
 
-def read_regular(name: str, dir_fd: int, limit: int = MAX_FILE_BYTES) -> bytes | None:
-    """The bytes of a regular file of at most `limit` bytes, else None (never follows a link)."""
+def read_regular(name: str, dir_fd: int, limit: int = MAX_FILE_BYTES, prefix: bool = False) -> bytes | None:
+    """The bytes of a regular file of at most `limit` bytes, else None (never follows a link);
+    with `prefix`, its first `limit` bytes whatever its size."""
     st = _lstat(name, dir_fd)
-    if st is None or not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+    if st is None or not stat.S_ISREG(st.st_mode) or (st.st_size > limit and not prefix):
         return None
     try:
         fd = os.open(name, _READ, dir_fd=dir_fd)
@@ -117,9 +118,15 @@ def read_regular(name: str, dir_fd: int, limit: int = MAX_FILE_BYTES) -> bytes |
             chunks.append(chunk)
             left -= len(chunk)
         data = b"".join(chunks)
-        return data if len(data) <= limit else None
+        return data[:limit] if prefix else data if len(data) <= limit else None
     finally:
         os.close(fd)
+
+
+def _has_header(name: str, dir_fd: int) -> bool:
+    """Whether a regular file starts with the losscc header (only its first bytes are read)."""
+    head = read_regular(name, dir_fd, len(HEADER_MARK), prefix=True)
+    return head is not None and head.startswith(HEADER_MARK.encode())
 
 
 def _entries(dir_fd: int, shown: str) -> list[os.DirEntry]:
@@ -152,7 +159,10 @@ def inspect(expected: dict[str, str], out: Path, backends: tuple[str, ...], full
     if not out.exists() and not out.is_symlink():
         r.missing.extend(sorted(expected))
         return r
-    root_fd = os.open(out, _DIR)
+    try:
+        root_fd = os.open(out, _DIR)
+    except OSError as exc:
+        raise TreeError([(".", f"cannot open the output folder: {exc.strerror}")]) from None
     try:
         if full:
             for e in _entries(root_fd, "."):
@@ -205,13 +215,14 @@ def _inspect_backend(r: Report, b: str, bfd: int, names: dict[str, str], expecte
             seen.add(e.name)
             r.unexpected.append((rel, _kind(st)))
             continue
-        if full and stat.S_ISREG(st.st_mode) and e.name.endswith(".py"):
-            data = read_regular(e.name, bfd, 4096)
-            head = data if data is not None else b""
-            if head.startswith(HEADER_MARK.encode()):
+        if full and stat.S_ISREG(st.st_mode) and e.name.endswith(".py") and _has_header(e.name, bfd):
+            data = read_regular(e.name, bfd)
+            if data is None:
+                r.unexpected.append((rel, f"larger than {MAX_FILE_BYTES} bytes"))
+            else:
                 r.extra.append(rel)
-                r.current[rel] = read_regular(e.name, bfd) or b""
-                continue
+                r.current[rel] = data
+            continue
         r.unexpected.append((rel, "bytecode cache" if e.name == "__pycache__" and stat.S_ISDIR(st.st_mode)
                              else _kind(st)))
     r.missing.extend(rel for name, rel in names.items() if name not in seen)
@@ -251,8 +262,7 @@ def plan(expected: dict[str, str], out_fd: int, backends: tuple[str, ...], full:
                     problems.append((rel, f"is a {_kind(st)}; refusing to write through it"))
                 else:
                     data = read_regular(name, bfd)
-                    head = data if data is not None else (read_regular(name, bfd, 4096) or b"")
-                    if not head.startswith(HEADER_MARK.encode()):
+                    if not _has_header(name, bfd):
                         problems.append((rel, "E170"))
                     elif data != expected[rel].encode("utf-8"):
                         writes.append(rel)
@@ -260,8 +270,7 @@ def plan(expected: dict[str, str], out_fd: int, backends: tuple[str, ...], full:
                 for e in _entries(bfd, b):
                     if e.name in names or not e.name.endswith(".py") or not e.is_file(follow_symlinks=False):
                         continue
-                    head = read_regular(e.name, bfd, 4096)
-                    if head is not None and head.startswith(HEADER_MARK.encode()):
+                    if _has_header(e.name, bfd):
                         removals.append(f"{b}/{e.name}")
         finally:
             os.close(bfd)
@@ -272,8 +281,8 @@ def write(expected: dict[str, str], out: Path, backends: tuple[str, ...], full: 
     """Write the expected files (all or none), remove stale generated files on a full run;
     return the changed paths.  Raise TreeError (nothing written) for a tree it refuses."""
     created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
     try:
+        out.mkdir(parents=True, exist_ok=True)
         out_fd = os.open(out, _DIR)
     except OSError as exc:
         raise TreeError([(".", f"cannot open the output directory: {exc.strerror}")]) from None

@@ -43,7 +43,7 @@ class Project:
 
 def _error(path: Path, line: int, key: str, message: str, code: str = "E190") -> SpecError:
     where = f"[tool.losscc] {key}: " if key else ""
-    return SpecError([Diagnostic(Location(str(path), line, 1 if line else 0), code, where + message)])
+    return SpecError([Diagnostic(Location(os.path.relpath(path), line, 1 if line else 0), code, where + message)])
 
 
 def _read_toml(path: Path) -> tuple[dict, str]:

@@ -394,3 +394,24 @@ def test_fuzz_tree_layouts_never_pass(clean_tree, expected, mutations):
             return
         assert not report.clean, applied
         assert (outside / "victim.py").read_text() == VICTIM
+
+
+def test_output_folder_is_a_file(proj, monkeypatch, capsys):
+    root, _ = proj
+    shutil.rmtree(root / "generated")
+    (root / "generated").write_text("x\n")
+    for cmd in ("generate", "check"):
+        rc, out, err = run(monkeypatch, capsys, root, cmd)
+        assert rc == 2 and "generated: error: cannot open the output" in err and "[E171]" in err, err
+    assert (root / "generated").read_text() == "x\n"
+
+
+def test_large_stale_generated_file_is_extra_and_pruned(proj, monkeypatch, capsys):
+    root, _ = proj
+    old = root / "generated" / "paddle" / "old_loss.py"
+    old.write_text((root / "generated" / "paddle" / "mse.py").read_text() + "# padding\n" * 2000)
+    rc, out, err = run(monkeypatch, capsys, root, "check")
+    assert rc == 1 and out.splitlines() == ["extra: generated/paddle/old_loss.py"]
+    assert run(monkeypatch, capsys, root, "generate")[0] == 0
+    assert not old.exists()
+    assert run(monkeypatch, capsys, root, "check")[0] == 0
