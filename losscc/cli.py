@@ -141,7 +141,10 @@ def _run(args) -> int:
         from .spec import load_spec
 
         project = find_project()
-        (path,) = emit.project_specs(project, [args.spec])
+        paths = emit.project_specs(project, [args.spec])
+        if len(paths) != 1:
+            raise SpecError([Diagnostic(emit.Location(args.spec), "E100", "explain takes one spec file")])
+        (path,) = paths
         spec = load_spec(path, project.rel(path))
         text = explain(emit.with_eps(spec, project.eps if args.eps is None else args.eps))
         if not args.quiet:

@@ -323,12 +323,22 @@ def build(project: Project, spec_args: list[str], output: str | None = None, eps
     """Load and compile: `spec_args`, `output` (relative to the current directory), `eps` and
     `backends` are the command line's, overriding the project's configuration."""
     root = project.root
-    shown = output if output is not None else project.output
-    out = require_inside(root, Path(output) if output is not None else root / project.output,
-                         printable(shown, False), "output folder")
+    out = output_folder(project, output)
     problems = [] if problems is None else problems
     specs = load_all(project_specs(project, spec_args), problems, project.eps if eps is None else eps, root=root)
     chosen = tuple(get_backend(b) for b in (backends or project.backends))
     full = not spec_args and not backends
     files = render_tree(specs, chosen, problems=problems, package=None if full else package_names(project, specs))
-    return Build(files, specs, chosen, full, out, project_relative(root, out))
+    return Build(files, specs, chosen, full, out, project_relative(root, out) if inside(root, out) else out.as_posix())
+
+
+def output_folder(project: Project, output: str | None) -> Path:
+    """The resolved output folder: `output` (relative to the current directory) or the
+    configured one.  A folder named inside the project must stay there after resolving
+    symbolic links (E172); one the command line names outside the project is the user's
+    choice and is used as given."""
+    path = Path(output) if output is not None else project.root / project.output
+    shown = printable(output if output is not None else project.output, False)
+    if output is not None and not Path(os.path.abspath(path)).is_relative_to(project.root):
+        return path.resolve()
+    return require_inside(project.root, path, shown, "output folder")

@@ -415,3 +415,11 @@ def test_large_stale_generated_file_is_extra_and_pruned(proj, monkeypatch, capsy
     assert run(monkeypatch, capsys, root, "generate")[0] == 0
     assert not old.exists()
     assert run(monkeypatch, capsys, root, "check")[0] == 0
+
+
+def test_an_output_folder_named_outside_is_used_as_given(proj, monkeypatch, capsys):
+    root, outside = proj
+    rc, out, err = run(monkeypatch, capsys, root, "generate", "-o", str(outside / "gen"), "specs/l1.yaml")
+    assert rc == 0, err
+    assert (outside / "gen" / "paddle" / "l1.py").is_file()
+    assert run(monkeypatch, capsys, root, "check", "-o", "../outside/gen", "specs/l1.yaml")[0] == 0

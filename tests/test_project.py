@@ -244,3 +244,10 @@ def test_internal_errors_exit_3(proj, monkeypatch, capsys):
     rc, out, err = run(monkeypatch, capsys, proj, "generate", "losses/specs/l1.yaml")
     assert rc == 3 and "[E900]" in err and "internal compiler error (ValueError: bug)" in err
     assert not (proj / "src").exists()
+
+
+def test_explain_from_a_subfolder(proj, monkeypatch, capsys):
+    rc, out, err = run(monkeypatch, capsys, proj / "sub", "explain", "../losses/specs/l1.yaml")
+    assert rc == 0 and out.startswith("spec: losses/specs/l1.yaml\n"), out + err
+    rc, out, err = run(monkeypatch, capsys, proj / "sub", "explain", "../losses/specs")
+    assert rc == 2 and "explain takes one spec file [E100]" in err
