@@ -75,8 +75,8 @@ def _param() -> dict:
     value = {"type": ["number", "boolean"]}
     props = {"default": {**value, "description": "float, int or true/false: sets the parameter's kind"},
              "min": _NUM, "max": _NUM, "doc": _TEXT}
-    return {"oneOf": [{**value, "description": "shorthand for {default: value}"},
-                      _closed(PARAM_FIELDS, props, ("default",))]}
+    return {"if": {"type": "object"}, "then": _closed(PARAM_FIELDS, props, ("default",)),
+            "else": {**value, "description": "shorthand for {default: value}"}}
 
 
 def _learnable() -> dict:
