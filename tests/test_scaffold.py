@@ -4,6 +4,7 @@ spec under a new name, and bad requests exit 2 without writing anything."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -41,10 +42,31 @@ def test_starter_generates_and_verifies(tmp_path):
     assert (tmp_path / "out" / "mindspore" / "my_loss.py").is_file()
     r = cli("check", "specs", "-o", "out", cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
-    r = cli("verify", "specs/my_loss.yaml", "--backend", "paddle", "--dtype", "float64", "--mode", "eager",
+    r = cli("verify", "specs/my_loss.yaml", "--backend", "paddle", "--dtype", "float64", "--mode", "graph",
             cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "my_loss  paddle   float64  eager" in r.stdout and "1 passed, 0 failed" in r.stdout
+    assert "my_loss  paddle   float64  graph" in r.stdout and "1 passed, 0 failed" in r.stdout
+    # not a terminal: one progress line per spec, and none of Paddle's known warnings
+    # (to_static's "Tensor do not have 'place' interface", "No ccache found", glog lines)
+    assert re.fullmatch(r"verify: my_loss: 1 passed \(\d+s\)\n", r.stderr), r.stderr
+
+
+def test_verify_filters_framework_noise_only_inside_its_runs():
+    import warnings
+
+    from losscc import verify
+    from losscc.spec import spec_from_text
+
+    spec = spec_from_text(scaffold.starter("quiet_demo"), "quiet_demo.yaml")
+    before = list(warnings.filters)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        rows = verify.run([spec], ("paddle",), ("float64",), ("graph",), n_random=1)
+        assert rows and all(r.ok for r in rows)
+        assert not [w for w in seen if any(q in str(w.message) for q in verify.QUIET_WARNINGS)]
+        warnings.warn(verify.QUIET_WARNINGS[0] + ", try not to use it.", UserWarning)  # the user's own
+    assert [str(w.message) for w in seen][-1].startswith(verify.QUIET_WARNINGS[0])
+    assert warnings.filters == before
 
 
 def test_starter_commented_case_is_right():
