@@ -1,4 +1,4 @@
-"""Command line: ``losscc generate | check | explain | verify | new | schema``.
+"""Command line: ``losscc generate | check | explain | verify``.
 
 Exit status: 0 success, 1 stale output or a failed verification, 2 bad input.
 No traceback is shown for bad input unless ``--debug`` is given.
@@ -44,48 +44,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="only the extreme-input suite (float32 unless --dtype): finite and correct")
     v.add_argument("-o", "--output", default="generated")
     _eps_option(v)
-    _tool_commands(sub)
+    from . import commands  # new, schema
+
+    commands.add_parsers(sub)
     return p
-
-
-# --------------------------------------------------------------------------- new, schema
-
-
-def _tool_commands(sub) -> None:
-    n = sub.add_parser("new", help="write a starter spec (or a copy of a catalogue spec) into the specs folder")
-    n.add_argument("name", help="the new loss's name (snake_case, also the file name)")
-    n.add_argument("--from", dest="from_name", metavar="CATALOGUE_NAME",
-                   help="copy this spec of losscc's catalogue (focal, huber, ...) instead of the starter")
-    n.add_argument("--specs-dir", default="specs", help="where to write <name>.yaml (default: specs)")
-    sub.add_parser("schema", help="print the JSON Schema of the spec format (for editors)")
-
-
-def _run_tool_command(args) -> int:
-    if args.command == "schema":
-        from .schema import shipped
-
-        sys.stdout.write(shipped())
-        return 0
-    from .scaffold import new_spec
-
-    path = new_spec(args.name, Path(args.specs_dir), args.from_name)
-    print(f"losscc: wrote {path}; next: `losscc generate`")
-    return 0
-
-
-def _missing_frameworks(backends) -> list[str]:
-    """The modules `losscc verify` needs that cannot be found (without importing them)."""
-    import importlib.util
-
-    missing = []
-    for mod in ("numpy", *backends):
-        try:
-            found = importlib.util.find_spec(mod) is not None
-        except (ImportError, ValueError):
-            found = False
-        if not found:
-            missing.append(mod)
-    return missing
 
 
 def _eps(text: str) -> float:
@@ -163,14 +125,11 @@ def _run(args) -> int:
 
         sys.stdout.write(explain(emit.with_eps(load_spec(args.spec, emit.display_path(Path(args.spec))), args.eps)))
         return 0
-    if args.command in ("new", "schema"):
-        return _run_tool_command(args)
+    from . import commands  # new, schema, and verify's check for the frameworks
+
+    if args.command in commands.COMMANDS and (status := commands.run(args)) is not None:
+        return status
     if args.command == "verify":
-        missing = _missing_frameworks(args.backend or ("mindspore", "paddle"))
-        if missing:
-            print(f"losscc: verify needs the frameworks, and {', '.join(missing)} cannot be imported; "
-                  "install them with: pip install 'losscc[frameworks]'", file=sys.stderr)
-            return 2
         from .verify import run_cli
 
         return run_cli(args)

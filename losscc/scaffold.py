@@ -67,11 +67,11 @@ def from_catalogue(name: str, from_name: str) -> str:
         close = difflib.get_close_matches(from_name, sorted(specs), n=3, cutoff=0.5)
         hint = f"did you mean {', '.join(repr(c) for c in close)}?" if close else \
             f"the catalogue has: {', '.join(sorted(specs))}"
-        raise _fail(f"--from {from_name}", "E192", f"no spec '{from_name}' in losscc's catalogue", hint)
+        raise _fail(f"--from {from_name}", "E197", f"no spec '{from_name}' in losscc's catalogue", hint)
     text = specs[from_name].read_text(encoding="utf-8")
     text, n = _NAME_LINE.subn(f"name: {name}  # from losscc's catalogue spec '{from_name}'", text, count=1)
     if n != 1:  # pragma: no cover - every catalogue spec has a top-level name line
-        raise _fail(f"--from {from_name}", "E192", "the catalogue spec has no 'name:' line")
+        raise _fail(f"--from {from_name}", "E197", "the catalogue spec has no 'name:' line")
     return _drop_top_field(text, "references")
 
 
@@ -91,7 +91,7 @@ def new_spec(name: str, specs_dir: Path, from_name: str | None = None) -> Path:
     reason = check_identifier(name)
     if reason:
         shown_name = name.encode("unicode_escape").decode("ascii")[:80]
-        raise _fail((specs_dir / "<NAME>.yaml").as_posix(), "E190",
+        raise _fail((specs_dir / "<NAME>.yaml").as_posix(), "E195",
                     f"'{shown_name}' cannot be a spec name: it {reason}")
     target = specs_dir / f"{name}.yaml"
     shown = target.as_posix()
@@ -99,7 +99,7 @@ def new_spec(name: str, specs_dir: Path, from_name: str | None = None) -> Path:
     spec_from_text(text, shown)  # the file must load as it is (raises SpecError otherwise)
     _check_no_links(specs_dir, shown)
     if target.is_symlink() or target.exists():
-        raise _fail(shown, "E191", "the file exists already; pick another name or remove it")
+        raise _fail(shown, "E196", "the file exists already; pick another name or remove it")
     specs_dir.mkdir(parents=True, exist_ok=True)
     _check_no_links(specs_dir, shown)
     _write_new(target, text.encode("utf-8"))
@@ -111,7 +111,7 @@ def _check_no_links(specs_dir: Path, shown: str) -> None:
     for k in range(1, len(parts) + 1):
         p = Path(*parts[:k])
         if p.is_symlink():
-            raise _fail(shown, "E193", f"'{p.as_posix()}' is a symbolic link; losscc does not write through links")
+            raise _fail(shown, "E198", f"'{p.as_posix()}' is a symbolic link; losscc does not write through links")
 
 
 def _write_new(target: Path, data: bytes) -> None:
@@ -127,7 +127,7 @@ def _write_new(target: Path, data: bytes) -> None:
         try:
             os.link(tmp, target)
         except FileExistsError:
-            raise _fail(target.as_posix(), "E191", "the file exists already; pick another name or remove it") \
+            raise _fail(target.as_posix(), "E196", "the file exists already; pick another name or remove it") \
                 from None
     finally:
         tmp.unlink(missing_ok=True)

@@ -105,13 +105,13 @@ def test_catalogue_is_the_specs_folder():
 
 
 @pytest.mark.parametrize("args, code, text", [
-    (["new", "focal"], "E191", "exists already"),
-    (["new", "class"], "E190", "Python keyword"),
-    (["new", "Bad-Name"], "E190", "snake_case"),
-    (["new", "self"], "E190", "reserved"),
-    (["new", "sum"], "E190", "formula function"),
-    (["new", "x", "--from", "focl"], "E192", "did you mean 'focal'"),
-    (["new", "x", "--from", "no_such_thing_at_all"], "E192", "the catalogue has: bce"),
+    (["new", "focal"], "E196", "exists already"),
+    (["new", "class"], "E195", "Python keyword"),
+    (["new", "Bad-Name"], "E195", "snake_case"),
+    (["new", "self"], "E195", "reserved"),
+    (["new", "sum"], "E195", "formula function"),
+    (["new", "x", "--from", "focl"], "E197", "did you mean 'focal'"),
+    (["new", "x", "--from", "no_such_thing_at_all"], "E197", "the catalogue has: bce"),
 ])
 def test_bad_requests_exit_2_and_write_nothing(tmp_path, args, code, text):
     (tmp_path / "specs").mkdir()
@@ -132,13 +132,13 @@ def test_refuses_symlinks(tmp_path):
     (project / "specs").symlink_to(outside, target_is_directory=True)
     with pytest.raises(SpecError) as exc:
         scaffold.new_spec("mine", project / "specs", None)
-    assert exc.value.diagnostics[0].code == "E193"
+    assert exc.value.diagnostics[0].code == "E198"
     (project / "specs").unlink()
     (project / "specs").mkdir()
     (project / "specs" / "mine.yaml").symlink_to(outside / "target.yaml")  # dangling
     with pytest.raises(SpecError) as exc:
         scaffold.new_spec("mine", project / "specs", None)
-    assert exc.value.diagnostics[0].code == "E191"
+    assert exc.value.diagnostics[0].code == "E196"
     assert list(outside.iterdir()) == []
 
 
