@@ -17,11 +17,15 @@ import json
 
 from . import limits
 from .resources import package_file
-from .spec import (AXIS, BUILTIN_REDUCTIONS, GUARD_FIELDS, IDENT, INPUT_FIELDS, LEARNABLE_FIELDS, PARAM_FIELDS,
-                   TOP_FIELDS)
+from .spec import BUILTIN_REDUCTIONS, GUARD_FIELDS, INPUT_FIELDS, LEARNABLE_FIELDS, PARAM_FIELDS, TOP_FIELDS
 
 FILE_NAME = "spec.schema.json"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+# ECMA-262 regular expressions (what editors run) for spec.IDENT and spec.AXIS;
+# tests/test_schema.py checks that they accept the same names as the loader's
+IDENT_PATTERN = "^[a-z][a-z0-9_]*$"
+AXIS_PATTERN = "^\\*?[A-Z][A-Za-z0-9]*$"
 
 # fields of mappings that spec.py checks inline (tests/test_schema.py compares them with the loader)
 REDUCTION_FIELDS = ("denominator", "doc")
@@ -31,7 +35,7 @@ REFERENCE_FIELDS = ("file", "inputs", "params", "cases", "reference_gradients")
 _STR = {"type": "string"}
 _TEXT = {"type": "string", "maxLength": limits.MAX_TEXT_CHARS}
 _NUM = {"type": "number"}
-_IDENT = {"type": "string", "pattern": IDENT.pattern, "maxLength": limits.MAX_NAME_CHARS}
+_IDENT = {"type": "string", "pattern": IDENT_PATTERN, "maxLength": limits.MAX_NAME_CHARS}
 
 
 def _closed(fields: tuple[str, ...], props: dict, required: tuple[str, ...] = (), **extra) -> dict:
@@ -55,7 +59,7 @@ def _input() -> dict:
     props = {
         "dtype": {"enum": ["float", "int"], "description": "float or int tensor"},
         "shape": {"type": "array", "maxItems": limits.MAX_RANK, "uniqueItems": True,
-                  "items": {"type": "string", "pattern": AXIS.pattern, "maxLength": limits.MAX_NAME_CHARS},
+                  "items": {"type": "string", "pattern": AXIS_PATTERN, "maxLength": limits.MAX_NAME_CHARS},
                   "description": "shape symbols such as [N, C]; *S is any number of axes"},
         "domain": {"type": "string", "maxLength": 200,
                    "description": 'values taken: "[0, C)", "(0, 1)", "[0, inf)", "{-1, 1}" or "real"'},

@@ -218,3 +218,15 @@ def test_cli_prints_the_schema(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout == schema_mod.shipped()
     assert json.loads(r.stdout)["title"] == "losscc loss spec"
+
+
+NAMES = ["x", "focal", "a1_b", "_x", "X", "aB", "a-b", "1a", "a b", "é", "", "ab_", "a__b", "N", "C2",
+         "*S", "**S", "*s", "Ab9", "*", "NC", "n"]
+
+
+@pytest.mark.parametrize("pattern, loader", [(schema_mod.IDENT_PATTERN, spec_mod.IDENT),
+                                             (schema_mod.AXIS_PATTERN, spec_mod.AXIS)])
+def test_name_patterns_agree_with_the_loader(pattern, loader):
+    # JSON Schema patterns are unanchored ECMA-262 searches; the loader matches whole names
+    for name in NAMES:
+        assert (re.search(pattern, name) is not None) == (loader.match(name) is not None), name
