@@ -218,3 +218,22 @@ def test_verify_without_frameworks_from_a_checkout(tmp_path, blocked, args, name
     assert "losscc[frameworks]" in line and "[E199]" in line
     assert all(m in line for m in named), line
     assert not any(m in line for m in not_named), line
+
+
+def test_pre_commit_hooks():
+    import re
+
+    import yaml
+
+    hooks = {h["id"]: h for h in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))}
+    assert set(hooks) == {"losscc-check", "losscc-generate"}
+    for hook_id, command in (("losscc-check", "check"), ("losscc-generate", "generate")):
+        h = hooks[hook_id]
+        assert h["entry"] == f"losscc {command}" and h["language"] == "python"
+        assert h["pass_filenames"] is True and h["require_serial"] is True
+        files = re.compile(h["files"])  # pre-commit searches with Python's re
+        for path in ("specs/focal.yaml", "losses/specs/my_loss.yml"):
+            assert files.search(path), path
+        for path in ("pyproject.toml", ".pre-commit-config.yaml", "generated/paddle/focal.py",
+                     "specs/sub/x.yaml", "docs/specs.yaml", "specs/focal.yaml.orig"):
+            assert not files.search(path), path
