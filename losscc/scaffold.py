@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import tempfile
 from pathlib import Path
 
 from .errors import Diagnostic, Location, SpecError
@@ -100,7 +101,10 @@ def new_spec(name: str, specs_dir: Path, from_name: str | None = None) -> Path:
     _check_no_links(specs_dir, shown)
     if target.is_symlink() or target.exists():
         raise _fail(shown, "E196", "the file exists already; pick another name or remove it")
-    specs_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        specs_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _fail(shown, "E198", f"cannot create {specs_dir.as_posix()}: {exc.strerror}") from None
     _check_no_links(specs_dir, shown)
     _write_new(target, text.encode("utf-8"))
     return target
@@ -115,19 +119,25 @@ def _check_no_links(specs_dir: Path, shown: str) -> None:
 
 
 def _write_new(target: Path, data: bytes) -> None:
-    """Create `target` with `data` atomically: a temporary file in the same folder, then a hard
-    link to the final name (which fails if anything, even a dangling link, is there)."""
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    """Create `target` with `data` atomically: a temporary file in the same folder (created
+    exclusively, not through a link), then a hard link to the final name, which fails if
+    anything, even a dangling link, is there."""
+    shown = target.as_posix()
+    try:
+        fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise _fail(shown, "E198", f"cannot write in {target.parent.as_posix()}: {exc.strerror}") from None
+    tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o644)
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        try:
-            os.link(tmp, target)
-        except FileExistsError:
-            raise _fail(target.as_posix(), "E196", "the file exists already; pick another name or remove it") \
-                from None
+        os.link(tmp, target)
+    except FileExistsError:
+        raise _fail(shown, "E196", "the file exists already; pick another name or remove it") from None
+    except OSError as exc:
+        raise _fail(shown, "E198", f"cannot write the file: {exc.strerror}") from None
     finally:
         tmp.unlink(missing_ok=True)

@@ -64,7 +64,7 @@ def test_verify_filters_framework_noise_only_inside_its_runs():
         rows = verify.run([spec], ("paddle",), ("float64",), ("graph",), n_random=1)
         assert rows and all(r.ok for r in rows)
         assert not [w for w in seen if any(q in str(w.message) for q in verify.QUIET_WARNINGS)]
-        warnings.warn(verify.QUIET_WARNINGS[0] + ", try not to use it.", UserWarning)  # the user's own
+        warnings.warn(verify.QUIET_WARNINGS[0] + ", try not to use it.", UserWarning, stacklevel=1)  # the user's own
     assert [str(w.message) for w in seen][-1].startswith(verify.QUIET_WARNINGS[0])
     assert warnings.filters == before
 
@@ -146,3 +146,11 @@ def test_write_is_atomic_and_leaves_no_temporary(tmp_path):
     path = scaffold.new_spec("mine", tmp_path, None)
     assert [p.name for p in tmp_path.iterdir()] == ["mine.yaml"]
     assert path.read_text(encoding="utf-8") == scaffold.starter("mine")
+
+
+def test_unwritable_specs_folder_is_a_clean_error(tmp_path):
+    (tmp_path / "specs").write_text("a file where the folder should be\n", encoding="utf-8")
+    before = tree(tmp_path)
+    r = cli("new", "mine", cwd=tmp_path)
+    assert r.returncode == 2 and "[E198]" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert tree(tmp_path) == before
