@@ -111,9 +111,18 @@ def new_spec(name: str, specs_dir: Path, from_name: str | None = None) -> Path:
 
 
 def _check_no_links(specs_dir: Path, shown: str) -> None:
+    """No folder on the way to `specs_dir` is a symbolic link (the folders that hold the
+    current directory are the user's environment, not the project's, and are not checked)."""
+    cwd = Path.cwd()
+    around = [cwd, Path(os.path.realpath(cwd))]
+    shell = os.environ.get("PWD")  # the shell's spelling of the current folder, links and all
+    if shell and os.path.isabs(shell) and os.path.realpath(shell) == os.path.realpath(cwd):
+        around.append(Path(shell))
     parts = Path(specs_dir).parts
     for k in range(1, len(parts) + 1):
         p = Path(*parts[:k])
+        if p.is_absolute() and any(c == p or p in c.parents for c in around):
+            continue
         if p.is_symlink():
             raise _fail(shown, "E198", f"'{p.as_posix()}' is a symbolic link; losscc does not write through links")
 

@@ -154,3 +154,18 @@ def test_unwritable_specs_folder_is_a_clean_error(tmp_path):
     r = cli("new", "mine", cwd=tmp_path)
     assert r.returncode == 2 and "[E198]" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert tree(tmp_path) == before
+
+
+def test_links_above_the_current_folder_are_the_users_business(tmp_path, monkeypatch):
+    real = tmp_path / "real"
+    (real / "project").mkdir(parents=True)
+    (tmp_path / "home").symlink_to(real, target_is_directory=True)  # like macOS /tmp -> /private/tmp
+    project = tmp_path / "home" / "project"
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("PWD", str(project))  # as a shell that cd'ed through the link sets it
+    path = scaffold.new_spec("mine", project / "specs", None)
+    assert (real / "project" / "specs" / "mine.yaml").is_file() and path.name == "mine.yaml"
+    (real / "project" / "linked").symlink_to(real, target_is_directory=True)
+    with pytest.raises(SpecError) as exc:  # a link inside the project still is refused
+        scaffold.new_spec("mine", project / "linked" / "specs", None)
+    assert exc.value.diagnostics[0].code == "E198"
