@@ -64,7 +64,7 @@ def installed(tmp_path_factory):
     r = _run([venv / "bin" / "python", "-m", "pip", "install", "--quiet", wheel], cwd=tmp)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return SimpleNamespace(wheel=wheel, sdist=sdist, bin=venv / "bin", losscc=venv / "bin" / "losscc",
-                           python=venv / "bin" / "python")
+                           python=venv / "bin" / "python", src=src, venv=venv)
 
 
 def test_wheel_and_sdist_are_complete(installed):
@@ -178,6 +178,23 @@ def test_installed_in_a_configured_project(installed, tmp_path):
     assert (out / "paddle" / "my_loss.py").is_file()
     r = _run([installed.losscc, "check"], cwd=sub)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_editable_install_reads_the_checkout(installed, tmp_path):
+    """``pip install -e``: templates and catalogue come from the source tree's own folders."""
+    venv = tmp_path / "venv"
+    shutil.copytree(installed.venv, venv, symlinks=True)  # the dependencies are there already
+    python = venv / "bin" / "python"
+    r = _run([python, "-m", "pip", "install", "--quiet", "--no-deps", "-e", installed.src], cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    r = _run([python, "-c", "import losscc.render, losscc.resources as r; "
+              "print(losscc.render.TEMPLATES); print(r.data_dir('catalogue'))"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [str(installed.src / "templates"), str(installed.src / "specs")]
+    shutil.copy(ROOT / "specs" / "mse.yaml", tmp_path / "mse.yaml")
+    r = _run([python, "-m", "losscc", "generate", "mse.yaml", "-o", "out"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out" / "paddle" / "mse.py").is_file()
 
 
 BLOCKER = """\
