@@ -83,6 +83,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="only the extreme-input suite (float32 unless --dtype): finite and correct")
     v.add_argument("-o", "--output", default="generated")
     _eps_option(v)
+    from . import commands  # new, schema
+
+    commands.add_parsers(sub)
     return p
 
 
@@ -150,6 +153,10 @@ def _run(args) -> int:
         if not args.quiet:
             sys.stdout.write(printable(text))
         return 0
+    from . import commands  # new, schema, and verify's check for the frameworks
+
+    if args.command in commands.COMMANDS and (status := commands.run(args)) is not None:
+        return status
     if args.command == "verify":
         from .verify import run_cli
 

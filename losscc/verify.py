@@ -12,12 +12,15 @@ inside the runner functions.  MindSpore is always imported before Paddle.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
+import re
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,12 +110,32 @@ def load_module(path: Path, name: str):
     return mod
 
 
+# Framework noise that says nothing about the code under test; filtered only inside
+# losscc's own runs (warnings.catch_warnings), never for the user's process as a whole.
+QUIET_WARNINGS = (
+    "Tensor do not have 'place' interface for pir graph mode",  # Paddle to_static, per traced op
+    "No ccache found",                                          # Paddle at import
+)
+QUIET_ENV = {"GLOG_minloglevel": "2"}  # Paddle's C++ (glog) log lines; set only where unset
+
+
+@contextlib.contextmanager
+def quiet_frameworks():
+    """Known framework warnings filtered for the duration of a verify run."""
+    with warnings.catch_warnings():
+        for text in QUIET_WARNINGS:
+            warnings.filterwarnings("ignore", message=re.escape(text))
+        yield
+
+
 def import_frameworks(backends) -> None:
-    os.environ.setdefault("GLOG_minloglevel", "2")  # Paddle's C++ log lines
-    if "mindspore" in backends:
-        import mindspore  # noqa: F401  (must come before paddle: both ship libdnnl)
-    if "paddle" in backends:
-        import paddle  # noqa: F401
+    for key, value in QUIET_ENV.items():
+        os.environ.setdefault(key, value)
+    with quiet_frameworks():
+        if "mindspore" in backends:
+            import mindspore  # noqa: F401  (must come before paddle: both ship libdnnl)
+        if "paddle" in backends:
+            import paddle  # noqa: F401
 
 
 # --------------------------------------------------------------------------- runners
@@ -388,7 +411,15 @@ def collect_cases(spec: Spec, root: Path, extra_files: list[str], n_random: int,
 
 
 def run(specs: list[Spec], backends=BACKENDS, dtypes=DTYPES, modes=MODES, extra_files=(), n_random=3,
-        seed=0, root: Path = Path("."), progress=None, extreme: bool = False) -> list[Row]:
+        seed=0, root: Path = Path("."), progress=None, extreme: bool = False, spec_done=None) -> list[Row]:
+    """Verify `specs`; `progress(row)` after each row, `spec_done(spec, rows)` after each spec."""
+    with quiet_frameworks():
+        return _run(specs, backends, dtypes, modes, extra_files, n_random, seed, root, progress, extreme,
+                    spec_done)
+
+
+def _run(specs, backends, dtypes, modes, extra_files, n_random, seed, root, progress, extreme,
+         spec_done) -> list[Row]:
     from .backends import get
     from .emit import compile_spec
 
@@ -404,7 +435,10 @@ def run(specs: list[Spec], backends=BACKENDS, dtypes=DTYPES, modes=MODES, extra_
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(compile_spec(spec, get(b)), encoding="utf-8")
                 modules[b] = load_module(path, f"losscc_verify_{b}_{spec.name}")
-            rows += verify_spec(spec, modules, runners, dtypes, modes, all_cases[spec.name], progress)
+            spec_rows = verify_spec(spec, modules, runners, dtypes, modes, all_cases[spec.name], progress)
+            rows += spec_rows
+            if spec_done:
+                spec_done(spec, spec_rows)
     return rows
 
 
@@ -431,18 +465,27 @@ def run_cli(args) -> int:
     dtypes = tuple(args.dtype or DTYPES)
     modes = tuple(args.mode or MODES)
     start = time.time()
+    # progress on stderr (stdout is the table or the JSON): a live line on a terminal,
+    # one line per spec in logs
     tty = sys.stderr.isatty()
+    quiet = getattr(args, "quiet", False)
 
     def progress(row: Row):
-        if tty:
+        if tty and not quiet:
             sys.stderr.write(f"\r\x1b[Kverify: {row.spec} {row.backend} {row.dtype} {row.mode} "
                              f"({time.time() - start:.0f}s)")
             sys.stderr.flush()
 
+    def spec_done(spec: Spec, spec_rows: list[Row]):
+        if not tty and not quiet:
+            n_fail = sum(1 for r in spec_rows if not r.ok)
+            verdict = f"{n_fail} of {len(spec_rows)} FAILED" if n_fail else f"{len(spec_rows)} passed"
+            print(f"verify: {spec.name}: {verdict} ({time.time() - start:.0f}s)", file=sys.stderr, flush=True)
+
     if args.extreme:
         dtypes = tuple(args.dtype or ("float32",))
     rows = run(specs, backends, dtypes, modes, args.cases, args.random, args.seed, Path("."), progress,
-               extreme=args.extreme)
+               extreme=args.extreme, spec_done=spec_done)
     if tty:
         sys.stderr.write("\r\x1b[K")
     if args.format == "json":

@@ -1,0 +1,72 @@
+"""Commands for using losscc in a project: ``new`` and ``schema``, and the check that
+``verify`` can import the frameworks (before anything imports NumPy).
+
+:mod:`losscc.cli` adds these subcommands with :func:`add_parsers` and hands them to
+:func:`run`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+COMMANDS = ("new", "schema", "verify")
+FRAMEWORKS = ("mindspore", "paddle")
+
+
+def add_parsers(sub) -> None:
+    n = sub.add_parser("new", help="write a starter spec (or a copy of a catalogue spec) into the specs folder")
+    n.add_argument("name", help="the new loss's name (snake_case, also the file name)")
+    n.add_argument("--from", dest="from_name", metavar="CATALOGUE_NAME",
+                   help="copy this spec of losscc's catalogue (focal, huber, ...) instead of the starter")
+    n.add_argument("--specs-dir", default=None,
+                   help="where to write <name>.yaml (default: [tool.losscc] specs, else specs/)")
+    sub.add_parser("schema", help="print the JSON Schema of the spec format (for editors)")
+
+
+def run(args) -> int | None:
+    """The exit status of `args.command`; None where the caller goes on (verify can run)."""
+    if args.command == "schema":
+        from .schema import shipped
+
+        sys.stdout.write(shipped())
+        return 0
+    if args.command == "new":
+        from .scaffold import new_spec
+
+        path = new_spec(args.name, specs_dir(args.specs_dir), args.from_name)
+        print(f"losscc: wrote {os.path.relpath(path)}; next: `losscc generate`")
+        return 0
+    missing = missing_frameworks(args.backend or FRAMEWORKS)
+    if missing:
+        print(f"losscc: error: verify runs the generated code, and {', '.join(missing)} cannot be imported; "
+              "install the frameworks with: pip install 'losscc[frameworks]' [E199]", file=sys.stderr)
+        return 2
+    return None
+
+
+def specs_dir(arg: str | None) -> Path:
+    """--specs-dir, else the project's configured specs folder, else specs/."""
+    if arg:
+        return Path(arg)
+    try:
+        from .project import find_project
+    except ImportError:  # no project configuration support: the default folder
+        return Path("specs")
+    project = find_project()
+    return project.root / project.specs
+
+
+def missing_frameworks(backends) -> list[str]:
+    """The modules ``losscc verify`` needs that cannot be found (without importing them)."""
+    missing = []
+    for mod in ("numpy", *backends):
+        try:
+            found = importlib.util.find_spec(mod) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            missing.append(mod)
+    return missing
