@@ -10,11 +10,14 @@ it prints a Markdown table and, with ``--out``, writes the JSON.
 
 Variants (``--variants all`` lists them): ``default``; glibc's ``MALLOC_MMAP_THRESHOLD_``
 and/or ``MALLOC_TRIM_THRESHOLD_`` at 4 GiB (freed tensors stay in glibc's heap);
-``MALLOC_TOP_PAD_``; ``MALLOC_ARENA_MAX=1``; ``prefree17`` (the process mallocs and
+``MALLOC_TOP_PAD_``; ``MALLOC_ARENA_MAX=1``; ``hugetlb`` (``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``:
+glibc asks for transparent huge pages with ``madvise``, which the ``madvise`` THP setting
+honours, so a 16 MiB block faults 8 huge pages instead of 4096 small ones); ``prefree17`` (the process mallocs and
 frees one 17 MiB block before the first tensor: glibc's dynamic mmap threshold moves
 above 16 MiB, as it does after any earlier workload in the same process freed such a
 block); ``after_ms`` (a MindSpore eager huber group runs first in the same process,
-as in the full ``python -m benchmarks`` run); ``omp1`` (``OMP_NUM_THREADS=1``);
+as in the full ``python -m benchmarks`` run; ``after_ms_all``: every MindSpore group
+of the full run, eager then jit, one round each); ``omp1`` (``OMP_NUM_THREADS=1``);
 Paddle's allocator flags.
 """
 
@@ -43,8 +46,12 @@ VARIANTS = {
     "mmap_trim_big": ({"MALLOC_MMAP_THRESHOLD_": BIG, "MALLOC_TRIM_THRESHOLD_": BIG}, None),
     "top_pad_256m": ({"MALLOC_TOP_PAD_": str(256 << 20)}, None),
     "arena1": ({"MALLOC_ARENA_MAX": "1"}, None),
+    "hugetlb": ({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}, None),
+    "hugetlb_mmap_trim_big": ({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1", "MALLOC_MMAP_THRESHOLD_": BIG,
+                               "MALLOC_TRIM_THRESHOLD_": BIG}, None),
     "prefree17": ({}, "prefree17"),
     "after_ms": ({}, "after_ms"),
+    "after_ms_all": ({}, "after_ms_all"),
     "omp1": ({"OMP_NUM_THREADS": "1"}, None),
     "pd_naive_best_fit": ({"FLAGS_allocator_strategy": "naive_best_fit"}, None),
     "pd_system_allocator": ({"FLAGS_use_system_allocator": "true"}, None),
@@ -103,15 +110,22 @@ def child(framework, cases, history, scale, reps):
 
     if history == "prefree17":
         _prefree(17)
-    if history == "after_ms" or framework == "mindspore":
+    if history in ("after_ms", "after_ms_all") or framework == "mindspore":
         ms_backend = MindSporeBackend()
         if history == "after_ms":
             measure_group(ms_backend, BY_NAME["huber"], "eager", scale, 1)
+        if history == "after_ms_all":
+            from .cases import CASES
+
+            for mode in ms_backend.modes:
+                for c in CASES:
+                    if ms_backend.compared(c, ms_backend.contenders(c)):
+                        measure_group(ms_backend, c, mode, scale, 1)
     b = ms_backend if framework == "mindspore" else PaddleBackend()
     return {mode: {c: measure_group(b, BY_NAME[c], mode, scale, reps) for c in cases} for mode in b.modes}
 
 
-def run_variant(name, framework, cases, scale, reps, timeout=300):
+def run_variant(name, framework, cases, scale, reps, timeout=900):
     env_add, history = VARIANTS[name]
     env = dict(os.environ, **env_add)
     cmd = [sys.executable, "-m", "benchmarks.faults", "--child", "--framework", framework, "--cases", ",".join(cases),
@@ -162,7 +176,7 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=5, help="alternating rounds per group (default 5)")
     ap.add_argument("--out", type=Path, default=None, help="also write the results as JSON here")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--history", choices=("prefree17", "after_ms"), default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--history", choices=("prefree17", "after_ms", "after_ms_all"), default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     cases = a.cases.split(",")
     if a.child:

@@ -85,10 +85,12 @@ def _machine_id(meta: dict) -> tuple:
 
 def confirm_targets(data: dict, other: dict | None, tol: float = TOLERANCE) -> dict:
     """Which met targets a second run confirms: met there too, figures within `tol` of each other,
-    and the two runs on different days or machines (host, CPU model or kernel differ)."""
+    the same input sizes, and the two runs on different days or machines (host, CPU model or kernel)."""
     rows, met, confirmed = {}, 0, 0
     distinct = other is not None and (_day(data["meta"]) != _day(other["meta"])
                                       or _machine_id(data["meta"]) != _machine_id(other["meta"]))
+    same_sizes = other is not None and (_g(data["meta"], "settings", "sizes")
+                                        == _g(other["meta"], "settings", "sizes"))
     theirs = {t["id"]: t for t in (other or {}).get("targets", [])}
     for t in data["targets"]:
         o = theirs.get(t["id"])
@@ -96,7 +98,7 @@ def confirm_targets(data: dict, other: dict | None, tol: float = TOLERANCE) -> d
                  and abs(t["value"] / o["value"] - 1) <= tol)
         if not t["met"]:
             status = "not met"
-        elif o is not None and o["met"] and agree and distinct:
+        elif o is not None and o["met"] and agree and distinct and same_sizes:
             status = "confirmed"
         else:
             status = "unconfirmed"
@@ -109,7 +111,7 @@ def confirm_targets(data: dict, other: dict | None, tol: float = TOLERANCE) -> d
         om = other["meta"]
         desc = {"date": om.get("date"), "cpu_model": om.get("machine", {}).get("cpu_model"),
                 "host": om.get("machine", {}).get("host"), "command": om.get("command"),
-                "distinct_day_or_machine": distinct}
+                "distinct_day_or_machine": distinct, "same_sizes": same_sizes}
     return {"tolerance": tol, "other": desc, "met": met, "confirmed": confirmed, "rows": rows}
 
 
@@ -246,7 +248,8 @@ def _confirmation_lines(data: dict) -> list:
               "machine, unconfirmed.", ""]
     else:
         L += [f"Compared with the run of {o['date']} on {o['cpu_model']} (`{o['command']}`; different day or "
-              f"machine: {'yes' if o['distinct_day_or_machine'] else '**no**'}): {c['confirmed']} of "
+              f"machine: {'yes' if o['distinct_day_or_machine'] else '**no**'}; same sizes: "
+              f"{'yes' if o.get('same_sizes') else '**no**'}): {c['confirmed']} of "
               f"{c['met']} met targets confirmed.", ""]
     return L
 

@@ -77,7 +77,7 @@ def test_summarize_without_floor_has_no_floor_ratios():
 
 
 def _run(date, host, targets):
-    return {"meta": {"date": date, "command": "python -m benchmarks",
+    return {"meta": {"date": date, "command": "python -m benchmarks", "settings": {"sizes": {"reg": [4096, 1024]}},
                      "machine": {"host": host, "cpu_model": "AMD EPYC", "platform": "Linux"}},
             "targets": [{"id": i, "value": v, "met": m} for i, v, m in targets]}
 
@@ -106,3 +106,11 @@ def test_confirm_same_day_same_machine_confirms_nothing():
 def test_confirm_without_other_run():
     c = confirm_targets(_run("2026-12-04 10:00 UTC", "a", [("x", 0.9, True)]), None)
     assert c["rows"]["x"]["status"] == "unconfirmed" and c["other"] is None and c["confirmed"] == 0
+
+
+def test_confirm_needs_the_same_input_sizes():
+    a = _run("2026-12-04 10:00 UTC", "a", [("x", 0.9, True)])
+    b = _run("2026-12-05 10:00 UTC", "a", [("x", 0.9, True)])
+    b["meta"]["settings"]["sizes"] = {"reg": [256, 128]}  # a --quick run
+    c = confirm_targets(a, b)
+    assert c["rows"]["x"]["status"] == "unconfirmed" and c["other"]["same_sizes"] is False
