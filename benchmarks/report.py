@@ -292,6 +292,12 @@ def write_markdown(data: dict, path: Path, analysis: str = ""):
           "`log(p + 1e-8)`); **floor** = `(x - y).sum()` forward+backward over the same two inputs, a "
           "memory-bandwidth yardstick for the elementwise losses.",
           _agreement(data),
+          "- **Faults and CPU time**: each timed call is bracketed by `getrusage`; the JSON holds the median minor "
+          "page faults (`minflt_per_call`), CPU ms (`cpu_ms`, user + system, all threads) and system ms (`sys_ms`) "
+          "per call of every contender, the tables the faults. A Paddle 16 MiB tensor that glibc has unmapped "
+          "faults 4097 pages when it is next allocated; whether it is depends on the process's history and the "
+          "malloc environment (see the fingerprint and benchmarks/notes.md), so compare runs with equal fault "
+          "counts only.",
           "- **Peak memory**: *peak RSS* = growth of the resident set (VmHWM − VmRSS before, after resetting "
           "the high-water mark through `/proc/self/clear_refs`) during one cold eager forward+backward, in a "
           "child forked per contender from a process that has imported only that framework (both frameworks "
