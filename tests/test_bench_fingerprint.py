@@ -114,3 +114,16 @@ def test_confirm_needs_the_same_input_sizes():
     b["meta"]["settings"]["sizes"] = {"reg": [256, 128]}  # a --quick run
     c = confirm_targets(a, b)
     assert c["rows"]["x"]["status"] == "unconfirmed" and c["other"]["same_sizes"] is False
+
+
+def test_faults_table_rows_and_ratios():
+    from benchmarks.faults import table
+
+    r = {k: {"median_ms": ms, "minflt_per_call": f, "user_ms": ms / 2, "sys_ms": ms / 2}
+         for k, ms, f in (("floor", 10.0, 12291), ("generated", 60.0, 61455), ("builtin", 30.0, 20485))}
+    out = table({"default": {"eager": {"huber": r}}, "broken": {"error": "boom"}}).splitlines()
+    assert len(out) == 4
+    row = out[2]
+    assert "| default | eager | huber | 10.0 (12291) | 60.0 (61455) | 30.0 (20485) | – | 2.00 | 6.00 | 3.00 |" in row
+    assert "5+5, 30+30, 15+15" in row
+    assert out[3].startswith("| broken | error:")
