@@ -12,7 +12,10 @@ Modules: :mod:`.cases` (inputs and which contenders exist), :mod:`.ms_impl` and
 :mod:`.pd_impl` (the contender functions), :mod:`.timing` (the harness),
 :mod:`.memory` (peak memory, one forked child per contender), :mod:`.compiler`
 (losscc wall time), :mod:`.profile` (op-level profiles of the worst cases),
-:mod:`.report` (targets, JSON and Markdown); ``notes.md`` is the hand-written analysis
+:mod:`.report` (targets, confirmation against a second run, JSON and Markdown),
+:mod:`.fingerprint` (machine facts per run, ``python -m benchmarks.fingerprint``),
+:mod:`.faults` (``python -m benchmarks.faults``: page faults and CPU time per call under
+malloc, thread and allocator settings; not run by the main command); ``notes.md`` is the hand-written analysis
 appended to the full run's Markdown; :mod:`.ops` (``python -m benchmarks.ops``, not
 run by the main command) times single operators for the operator table.
 """

@@ -1,9 +1,19 @@
 """``python -m benchmarks [--quick] [--out DIR]``: run everything, write benchmarks.{json,md}.
 
-Order: machine facts; compiler wall time (cold subprocesses, before any framework is
-loaded here); peak memory (one subprocess per framework, forking a child per
-contender); timing (this process: mindspore imported before paddle); short profiles
-of the worst cases; targets; the two files.
+Order: machine facts and fingerprint (one fresh subprocess per framework: copy
+bandwidth, page faults per call of the floor, threads, THP, malloc environment);
+compiler wall time (cold subprocesses, before any framework is loaded here); peak
+memory (one subprocess per framework, forking a child per contender); timing (this
+process: mindspore imported before paddle; per call also minor page faults and CPU
+time); short profiles of the worst cases; targets; the two files.
+
+Page faults decide Paddle's elementwise timings on CPU (benchmarks/notes.md): glibc
+unmaps every freed 16 MB tensor, so each new one faults 4096 pages in again, and
+whether it does depends on the process's history.  ``--malloc-cache`` reruns the
+command with MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ at 4 GiB, which keeps
+freed blocks in glibc's heap; the fingerprint records which setting a run used.
+Targets count as confirmed only against a second run (``--confirm-with``) on another
+day or machine whose figure agrees within 15%.
 """
 
 from __future__ import annotations
@@ -72,6 +82,39 @@ def versions() -> dict:
             "paddle": ver("paddlepaddle"), "losscc": ver("losscc"), "git_commit": commit, "git_dirty": dirty}
 
 
+MALLOC_CACHE = {"MALLOC_MMAP_THRESHOLD_": str(4 << 30), "MALLOC_TRIM_THRESHOLD_": str(4 << 30)}
+
+
+def _reexec_with_malloc_cache(argv):
+    """Restart this command with MALLOC_CACHE in the environment (glibc reads it only at start-up)."""
+    if all(os.environ.get(k) == v for k, v in MALLOC_CACHE.items()):
+        return
+    log("--malloc-cache: restarting with " + " ".join(f"{k}={v}" for k, v in MALLOC_CACHE.items()))
+    args = sys.argv[1:] if argv is None else list(argv)
+    sys.stdout.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "benchmarks", *args], dict(os.environ, **MALLOC_CACHE))
+
+
+def run_fingerprint(frameworks, scale: str) -> dict:
+    """benchmarks.fingerprint in one fresh subprocess per framework (this process's environment)."""
+    out = {}
+    for fw in frameworks or ["none"]:
+        cmd = [sys.executable, "-m", "benchmarks.fingerprint", "--framework", fw, "--scale", scale]
+        try:
+            p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+            d = json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else {
+                "error": (p.stderr or "")[-300:]}
+        except (subprocess.TimeoutExpired, ValueError, IndexError) as e:
+            d = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
+        if fw in d:
+            out[fw] = d.pop(fw)
+        elif "error" in d:
+            out[fw] = d
+        for k, v in d.items():
+            out.setdefault(k, v)  # static facts and NumPy copy: from the first subprocess
+    return out
+
+
 def run_memory(framework: str, scale: str, cases) -> dict:
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", GLOG_minloglevel="2")
     cmd = [sys.executable, "-m", "benchmarks.memory", "--framework", framework, "--scale", scale]
@@ -84,7 +127,8 @@ def run_memory(framework: str, scale: str, cases) -> dict:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small sizes, 2 rounds; writes to /tmp unless --out")
     ap.add_argument("--out", type=Path, default=None, help="folder for benchmarks.json/.md (default docs/)")
     ap.add_argument("--cases", default=None, help="comma-separated subset of losses")
@@ -94,17 +138,29 @@ def main(argv=None):
     ap.add_argument("--no-memory", action="store_true")
     ap.add_argument("--no-compiler", action="store_true")
     ap.add_argument("--no-profile", action="store_true")
+    ap.add_argument("--no-fingerprint", action="store_true",
+                    help="skip the machine fingerprint subprocesses (copy bandwidth, floor faults, threads)")
+    ap.add_argument("--malloc-cache", action="store_true",
+                    help="rerun with MALLOC_MMAP_THRESHOLD_=MALLOC_TRIM_THRESHOLD_=4 GiB: glibc keeps freed "
+                         "tensors in its heap, so fresh tensors do not fault their pages in again on every call")
+    ap.add_argument("--confirm-with", type=Path, default=None, metavar="JSON",
+                    help="an earlier run's benchmarks.json: a target is confirmed when it is met in both runs, "
+                         "their figures agree within 15%%, and the runs differ in day or machine")
     ap.add_argument("--from-json", type=Path, default=None,
                     help="measure nothing: rewrite benchmarks.md (next to the JSON) from an earlier run's JSON")
     a = ap.parse_args(argv)
+    other = json.loads(a.confirm_with.read_text()) if a.confirm_with else None
     if a.from_json:
-        from .report import write_markdown
+        from .report import confirm_targets, write_markdown
 
         data = json.loads(a.from_json.read_text())
+        data["confirmation"] = confirm_targets(data, other)
         full = data["meta"]["settings"]["scale"] == "full" and "--cases" not in data["meta"]["command"]
         write_markdown(data, (a.out or a.from_json.parent) / "benchmarks.md", NOTES.read_text() if full and NOTES.exists() else "")
         log(f"rewrote {(a.out or a.from_json.parent) / 'benchmarks.md'} from {a.from_json}")
         return
+    if a.malloc_cache:
+        _reexec_with_malloc_cache(argv)
 
     t_start = time.perf_counter()
     scale = "quick" if a.quick else "full"
@@ -122,6 +178,11 @@ def main(argv=None):
                      "settings": {"scale": scale, "sizes": {k: list(v) for k, v in SIZES[scale].items()},
                                   "warmup": warmup, "reps": reps, "min_reps": min_reps, "budget_s": budget}},
             "timing": {}, "memory": {}, "compiler": {}, "profiles": [], "targets": [], "not_benchmarked": []}
+    data["meta"]["machine"]["host"] = platform.node()
+
+    if not a.no_fingerprint:
+        log("fingerprint")
+        data["meta"]["fingerprint"] = run_fingerprint(frameworks, "full")  # 16 MiB tensors even for --quick
 
     if not a.no_compiler:
         log("compiler wall time")
@@ -165,8 +226,9 @@ def main(argv=None):
                 ratios = summarize(res)
                 data["timing"][fw][mode][case.name] = {"grads": list(case.grads), "contenders": res, "ratios": ratios}
                 log(f"  {fw:9s} {mode:9s} {case.name:20s} "
-                    + "  ".join(f"{k} {v.get('median_ms', float('nan')):.1f}" for k, v in res.items())
-                    + "  | " + "  ".join(f"{k} {v:.2f}" for k, v in ratios.items() if k.startswith("gen/"))
+                    + "  ".join(f"{k} {v.get('median_ms', float('nan')):.1f} ({v.get('minflt_per_call', 0):.0f} flt)"
+                                for k, v in res.items())
+                    + "  | " + "  ".join(f"{k} {v:.2f}" for k, v in ratios.items() if "/" in k)
                     + f"  ({time.perf_counter() - t0:.0f} s)")
 
     if not a.no_profile:
@@ -192,10 +254,11 @@ def main(argv=None):
                 res = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
             data["profiles"].append({"framework": b.name, "case": name, "kind": kind, "why": why, "result": res})
 
-    from .report import evaluate_targets, write_json, write_markdown
+    from .report import confirm_targets, evaluate_targets, write_json, write_markdown
 
     data["targets"] = evaluate_targets(data)
     data["meta"]["machine"]["loadavg_end"] = _loadavg()
+    data["confirmation"] = confirm_targets(data, other)
     data["meta"]["wall_s"] = time.perf_counter() - t_start
     analysis = NOTES.read_text() if NOTES.exists() and not a.quick and not a.cases else ""
     write_json(data, out / "benchmarks.json")
@@ -203,6 +266,8 @@ def main(argv=None):
     log(f"wrote {out / 'benchmarks.json'} and {out / 'benchmarks.md'} in {data['meta']['wall_s']:.0f} s")
     for t in data["targets"]:
         log(f"  {'met    ' if t['met'] else 'NOT MET'}  {t['target']}: {t['figure']}")
+    c = data["confirmation"]
+    log(f"  confirmed: {c['confirmed']} of {c['met']} met targets" + ("" if c["other"] else " (no --confirm-with run)"))
 
 
 if __name__ == "__main__":

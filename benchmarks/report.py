@@ -71,6 +71,50 @@ def evaluate_targets(data: dict) -> list:
     return targets
 
 
+TOLERANCE = 0.15
+
+
+def _day(meta: dict) -> str:
+    return meta.get("date", "")[:10]
+
+
+def _machine_id(meta: dict) -> tuple:
+    m = meta.get("machine", {})
+    return m.get("host"), m.get("cpu_model"), m.get("platform")
+
+
+def confirm_targets(data: dict, other: dict | None, tol: float = TOLERANCE) -> dict:
+    """Which met targets a second run confirms: met there too, figures within `tol` of each other,
+    the same input sizes, and the two runs on different days or machines (host, CPU model or kernel)."""
+    rows, met, confirmed = {}, 0, 0
+    distinct = other is not None and (_day(data["meta"]) != _day(other["meta"])
+                                      or _machine_id(data["meta"]) != _machine_id(other["meta"]))
+    same_sizes = other is not None and (_g(data["meta"], "settings", "sizes")
+                                        == _g(other["meta"], "settings", "sizes"))
+    theirs = {t["id"]: t for t in (other or {}).get("targets", [])}
+    for t in data["targets"]:
+        o = theirs.get(t["id"])
+        agree = (o is not None and bool(t["value"]) and bool(o["value"])
+                 and abs(t["value"] / o["value"] - 1) <= tol)
+        if not t["met"]:
+            status = "not met"
+        elif o is not None and o["met"] and agree and distinct and same_sizes:
+            status = "confirmed"
+        else:
+            status = "unconfirmed"
+        met += t["met"]
+        confirmed += status == "confirmed"
+        rows[t["id"]] = {"status": status, "other_value": None if o is None else o["value"],
+                         "other_met": None if o is None else o["met"], "agree": agree}
+    desc = None
+    if other is not None:
+        om = other["meta"]
+        desc = {"date": om.get("date"), "cpu_model": om.get("machine", {}).get("cpu_model"),
+                "host": om.get("machine", {}).get("host"), "command": om.get("command"),
+                "distinct_day_or_machine": distinct, "same_sizes": same_sizes}
+    return {"tolerance": tol, "other": desc, "met": met, "confirmed": confirmed, "rows": rows}
+
+
 def _agreement(data: dict) -> str:
     diffs, off = [], []
     for fw, modes in data["timing"].items():
@@ -99,7 +143,7 @@ def _timing_table(fw, mode, cases, memory):
     lines = [f"### {MODE_LABEL[(fw, mode)]}", ""]
     mem_col = mode == "eager"
     head = ["loss", "generated", "built-in", "hand-written", "floor", "gen/built-in", "gen/hand", "gen/floor",
-            "built-in/floor", "reps", "1st call gen / bi"]
+            "built-in/floor", "reps", "1st call gen / bi", "faults/call gen / bi / floor"]
     if mem_col:
         head.append("peak RSS MB gen / bi")
     if fw == "paddle":
@@ -123,7 +167,8 @@ def _timing_table(fw, mode, cases, memory):
                _ratio(ratios.get("gen/builtin")), _ratio(ratios.get("gen/handwritten")),
                _ratio(ratios.get("gen/floor")), _ratio(bi_floor),
                str(c.get("generated", {}).get("reps", "–")),
-               f"{ms('generated', 'first_ms')} / {ms('builtin', 'first_ms')}"]
+               f"{ms('generated', 'first_ms')} / {ms('builtin', 'first_ms')}",
+               " / ".join(_fmt(c.get(k, {}).get("minflt_per_call"), 0) for k in ("generated", "builtin", "floor"))]
         if mem_col:
             m = memory.get(fw, {}).get(name, {})
             row.append(f"{_fmt(m.get('generated', {}).get('peak_rss_delta_mb'), 0)} / "
@@ -134,6 +179,79 @@ def _timing_table(fw, mode, cases, memory):
         lines.append("| " + " | ".join(row) + " |")
     lines.append("")
     return lines
+
+
+def _g(d, *keys):
+    for k in keys:
+        if not isinstance(d, dict) or k not in d:
+            return None
+        d = d[k]
+    return d
+
+
+def _fingerprint_lines(data: dict) -> list:
+    fp = data["meta"].get("fingerprint")
+    L = ["## Machine fingerprint", ""]
+    if not fp:
+        return L + ["Not recorded: this run predates the fingerprint (or ran with `--no-fingerprint`). Its "
+                    "figures are **one run on one machine**; page faults per call, copy bandwidth and the malloc "
+                    "settings it ran under are unknown, and those decide Paddle's elementwise ratios "
+                    "(benchmarks/notes.md).", ""]
+    cpu = fp.get("cpu", {})
+    np_copy = fp.get("numpy_copy", {})
+    L += ["Measured in a fresh subprocess per framework, before the timing (`python -m benchmarks.fingerprint`); "
+          "copy figures are bytes copied per second, best of 7, 16 MiB float32.", "",
+          "| fact | value |", "|---|---|",
+          f"| CPU | {cpu.get('model')}, {fp.get('nproc')} usable of {cpu.get('logical_cpus')} logical; flags: "
+          f"{' '.join(cpu.get('flags', [])) or '–'} |",
+          f"| transparent huge pages | enabled {fp.get('thp_enabled')}, defrag {fp.get('thp_defrag')}; page "
+          f"{fp.get('page_size')} B; {fp.get('glibc')} |",
+          f"| malloc environment | {_kv(fp.get('malloc_env'))} |",
+          f"| thread environment | {_kv(fp.get('thread_env'))} |",
+          f"| Paddle flags from environment | {_kv(fp.get('paddle_flags_env'))} |",
+          f"| NumPy copy | preallocated {_fmt(np_copy.get('prealloc_gbs'))} GB/s, fresh array "
+          f"{_fmt(np_copy.get('fresh_gbs'))} GB/s ({_fmt(np_copy.get('fresh_minflt_per_copy'), 0)} faults/copy) |"]
+    for fw in ("mindspore", "paddle"):
+        f = fp.get(fw)
+        if f is None:
+            continue
+        if "error" in f:
+            L.append(f"| {fw} | error: {f['error'][-150:]} |")
+            continue
+        L += [f"| {fw} copy (fresh tensor) | {_fmt(_g(f, 'copy', 'fresh_gbs'))} GB/s, "
+              f"{_fmt(_g(f, 'copy', 'minflt_per_copy'), 0)} faults/copy |",
+              f"| {fw} floor `(x - y).sum()` fwd+bwd | {_fmt(_g(f, 'floor', 'median_ms'))} ms, "
+              f"{_fmt(_g(f, 'floor', 'minflt_per_call'), 0)} minor faults/call "
+              f"({_g(f, 'floor', 'pages_per_16mb_tensor')} pages per 16 MiB tensor) |",
+              f"| {fw} threads | {_kv(f.get('threads'))} |"]
+    m = data["meta"]["machine"]
+    L += [f"| load average | {m.get('loadavg_start')} at the start, {m.get('loadavg_end')} at the end |", ""]
+    return L
+
+
+def _kv(d) -> str:
+    return ", ".join(f"`{k}={v}`" for k, v in d.items()) if d else "none set"
+
+
+def _confirmation_lines(data: dict) -> list:
+    c = data.get("confirmation") or {}
+    o = c.get("other")
+    L = ["## Reproducibility", "",
+         f"A target counts as **met** only when two runs on different days or machines both meet it and their "
+         f"figures agree within {100 * c.get('tolerance', TOLERANCE):.0f}% (`python -m benchmarks --confirm-with "
+         "OTHER.json`); met in a single run is **unconfirmed**. Wall-clock ratios on these 2-core machines moved "
+         "by 2.5x between two machines of the same kind (benchmarks/notes.md), so one run is not evidence. "
+         "Every ratio is given together with the floor ratios of the same run (gen/floor, built-in/floor): a "
+         "built-in/floor that differs between runs means the machines differ, not the code.", ""]
+    if o is None:
+        L += [f"This run was not compared with another: its {c.get('met', 0)} met targets are one run on one "
+              "machine, unconfirmed.", ""]
+    else:
+        L += [f"Compared with the run of {o['date']} on {o['cpu_model']} (`{o['command']}`; different day or "
+              f"machine: {'yes' if o['distinct_day_or_machine'] else '**no**'}; same sizes: "
+              f"{'yes' if o.get('same_sizes') else '**no**'}): {c['confirmed']} of "
+              f"{c['met']} met targets confirmed.", ""]
+    return L
 
 
 def write_markdown(data: dict, path: Path, analysis: str = ""):
@@ -174,6 +292,12 @@ def write_markdown(data: dict, path: Path, analysis: str = ""):
           "`log(p + 1e-8)`); **floor** = `(x - y).sum()` forward+backward over the same two inputs, a "
           "memory-bandwidth yardstick for the elementwise losses.",
           _agreement(data),
+          "- **Faults and CPU time**: each timed call is bracketed by `getrusage`; the JSON holds the median minor "
+          "page faults (`minflt_per_call`), CPU ms (`cpu_ms`, user + system, all threads) and system ms (`sys_ms`) "
+          "per call of every contender, the tables the faults. A Paddle 16 MiB tensor that glibc has unmapped "
+          "faults 4097 pages when it is next allocated; whether it is depends on the process's history and the "
+          "malloc environment (see the fingerprint and benchmarks/notes.md), so compare runs with equal fault "
+          "counts only.",
           "- **Peak memory**: *peak RSS* = growth of the resident set (VmHWM − VmRSS before, after resetting "
           "the high-water mark through `/proc/self/clear_refs`) during one cold eager forward+backward, in a "
           "child forked per contender from a process that has imported only that framework (both frameworks "
@@ -183,10 +307,17 @@ def write_markdown(data: dict, path: Path, analysis: str = ""):
           "before one warm call, exact for tensors Paddle's allocator hands out, in both modes. MindSpore 2.10 "
           "has no CPU allocator statistics (`ms.runtime.max_memory_allocated` says \"CPU device is not "
           "supported\"); tracemalloc would not see C++ allocations at all.", ""]
-    L += ["## Targets", "", "| target | figure | verdict |", "|---|---|---|"]
+    L += _fingerprint_lines(data)
+    rows = (data.get("confirmation") or {}).get("rows", {})
+    L += ["## Targets", "", "| target | figure | other run | verdict |", "|---|---|---|---|"]
     for t in data["targets"]:
-        L.append(f"| {t['target']} | {t['figure']} | {'met' if t['met'] else '**not met**'} |")
+        r = rows.get(t["id"], {})
+        ov = r.get("other_value")
+        verdict = {"confirmed": "met (confirmed)", "unconfirmed": "met in this run only (unconfirmed)",
+                   "not met": "**not met**"}.get(r.get("status"), "met" if t["met"] else "**not met**")
+        L.append(f"| {t['target']} | {t['figure']} | {'–' if ov is None else f'{ov:.2f}'} | {verdict} |")
     L.append("")
+    L += _confirmation_lines(data)
     if analysis:
         L += [analysis, ""]
     L += ["## Forward+backward times (ms, medians)", "",

@@ -5,12 +5,15 @@ built-in, hand-written, floor) run on the same input tensors.  Each contender is
 called ``warmup`` times (the first call includes ms.jit / to_static compilation and
 is reported separately as ``first_ms``), then ``reps`` rounds follow, each calling every
 contender once in a rotated order, so that drifting machine load hits all of them
-alike.  Reported: the median of the rounds.
+alike.  Reported: the median of the rounds, and per call the minor page faults and
+the process's CPU time (user and system, all threads; ``getrusage``), which do not
+depend on how busy the machine is the way wall time does.
 """
 
 from __future__ import annotations
 
 import gc
+import resource
 import statistics
 import time
 import traceback
@@ -121,6 +124,11 @@ class PaddleBackend:
         return (core.host_memory_stat_peak_value("Allocated", 0) - before) / 2**20
 
 
+def _usage():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_minflt, r.ru_utime + r.ru_stime, r.ru_stime
+
+
 def run_group(backend, case, mode, scale, warmup=2, reps=7, min_reps=3, budget_s=8.0, log=print):
     """Time every contender of `case`; returns {kind: result dict}."""
     gc.collect()
@@ -152,16 +160,23 @@ def run_group(backend, case, mode, scale, warmup=2, reps=7, min_reps=3, budget_s
             round_s += time.perf_counter() - t0
     n = reps if round_s <= 0 else max(min_reps, min(reps, int(budget_s / round_s)))
     samples = {k: [] for k in steps}
+    usage = {k: [] for k in steps}  # (minor faults, CPU ms, system ms) per call
     kinds = list(steps)
     for r in range(n):
         for i in range(len(kinds)):
             kind = kinds[(i + r) % len(kinds)]
-            t0 = time.perf_counter()
+            u0, t0 = _usage(), time.perf_counter()
             steps[kind]()
-            samples[kind].append(1e3 * (time.perf_counter() - t0))
+            t1, u1 = time.perf_counter(), _usage()
+            samples[kind].append(1e3 * (t1 - t0))
+            usage[kind].append((u1[0] - u0[0], 1e3 * (u1[1] - u0[1]), 1e3 * (u1[2] - u0[2])))
     for kind, s in samples.items():
-        results[kind].update(median_ms=statistics.median(s), min_ms=min(s), max_ms=max(s), reps=len(s),
-                             samples_ms=[round(v, 3) for v in s])
+        med = statistics.median
+        results[kind].update(median_ms=med(s), min_ms=min(s), max_ms=max(s), reps=len(s),
+                             samples_ms=[round(v, 3) for v in s],
+                             minflt_per_call=med(u[0] for u in usage[kind]),
+                             cpu_ms=round(med(u[1] for u in usage[kind]), 3),
+                             sys_ms=round(med(u[2] for u in usage[kind]), 3))
         try:
             peak = backend.alloc_peak_mb(steps[kind])
             if peak is not None:
@@ -174,13 +189,19 @@ def run_group(backend, case, mode, scale, warmup=2, reps=7, min_reps=3, budget_s
 
 
 def summarize(results: dict) -> dict:
-    """Ratios of the generated contender's median to the others'."""
+    """Ratios of the generated contender's median to the others', and of every contender to the
+    floor of the same run (``<kind>/floor``: how many floors it costs, a machine-neutral unit)."""
     g = results.get("generated", {}).get("median_ms")
     out = {}
     for kind in ("builtin", "handwritten", "floor"):
         other = results.get(kind, {}).get("median_ms")
         if g and other:
             out[f"gen/{kind}"] = g / other
+    fl = results.get("floor", {}).get("median_ms")
+    for kind in ("builtin", "handwritten"):
+        other = results.get(kind, {}).get("median_ms")
+        if fl and other:
+            out[f"{PREFIX[kind]}/floor"] = other / fl
     gv, bv = results.get("generated", {}).get("value"), results.get("builtin", {}).get("value")
     if gv is not None and bv is not None and np.isfinite(gv) and np.isfinite(bv):
         out["value_rel_diff_vs_builtin"] = abs(gv - bv) / max(abs(bv), 1e-30)
