@@ -166,6 +166,10 @@ class Line:
         return bool(self.leaves) and self.leaves[0].value == "def"
 
     @property
+    def is_import(self) -> bool:
+        return bool(self.leaves) and self.leaves[0].value in ("import", "from")
+
+    @property
     def is_chained_assignment(self) -> bool:
         return [leaf.type for leaf in self.leaves].count("=") > 1
 
@@ -206,9 +210,9 @@ def line_str(line: Line) -> str:
     return str(line).strip("\n")
 
 
-def short_enough(line: Line, line_length: int = LINE_LENGTH) -> bool:
+def short_enough(line: Line, line_length: int | None = None) -> bool:
     text = line_str(line)
-    return len(text) <= line_length and "\n" not in text
+    return len(text) <= (LINE_LENGTH if line_length is None else line_length) and "\n" not in text
 
 
 # ---------------------------------------------------------------- transforms
@@ -311,7 +315,8 @@ def first_right_hand_split(line: Line, omit=()) -> RHS:
 
 def maybe_split_omitting_optional_parens(r: RHS, line: Line, features: frozenset, omit=()) -> Iterator[Line]:
     if (FORCE_OPTIONAL_PARENTHESES not in features and r.opening.type == "(" and not r.opening.value
-            and r.closing.type == ")" and not r.closing.value and can_omit_invisible_parens(r)):
+            and r.closing.type == ")" and not r.closing.value and not line.is_import
+            and can_omit_invisible_parens(r)):
         omit = {id(r.closing), *omit}
         try:
             oop = first_right_hand_split(line, omit)
@@ -439,8 +444,8 @@ def build_line(leaves: list[Leaf], original: Line, opening: Leaf, component: str
     if component == "body":
         result.inside_brackets = True
         result.depth += 1
-        if (leaves and original.is_def and opening.value == "("
-                and not any(leaf.type == "," for leaf in leaves)):
+        if leaves and (original.is_import or original.is_def and opening.value == "("
+                       and not any(leaf.type == "," for leaf in leaves)):
             leaves.append(Leaf(",", ","))
     track = inside_matching(leaves) if component == "head" else set()
     for leaf in leaves:
@@ -463,7 +468,7 @@ def should_split_line(line: Line, opening: Leaf) -> bool:
         max_priority = line.bt.max_priority(exclude)
     except (IndexError, ValueError):
         return False
-    return max_priority == COMMA_PRIORITY and (trailing_comma or opening.kind == "atom")
+    return max_priority == COMMA_PRIORITY and (trailing_comma or opening.kind in ("atom", "import"))
 
 
 def delimiter_split(line: Line, features: frozenset) -> Iterator[Line]:
@@ -632,8 +637,12 @@ def _with_invisible_parens(leaves: list[Leaf]) -> list[Leaf]:
         return leaves
     start = None
     end = len(leaves)
+    kind = "atom"
     first = leaves[0]
-    if first.type == "NAME" and first.value in _PAREN_KEYWORDS:
+    if first.value == "from":
+        start = next((i + 1 for i, leaf in enumerate(leaves) if leaf.value == "import"), None)
+        kind = "import"
+    elif first.type == "NAME" and first.value in _PAREN_KEYWORDS:
         start = 1
         if first.value in ("if", "elif", "while") and leaves[-1].type == ":":
             end = len(leaves) - 1
@@ -653,9 +662,9 @@ def _with_invisible_parens(leaves: list[Leaf]) -> list[Leaf]:
             and not _is_tuple(body)):
         body[0].value = body[-1].value = ""
         return leaves
-    lpar = Leaf("(", "", body[0].prefix, kind="atom")
+    lpar = Leaf("(", "", body[0].prefix, kind=kind)
     body[0].prefix = body[0].ws = ""
-    rpar = Leaf(")", "", "", kind="atom")
+    rpar = Leaf(")", "", "", kind=kind)
     return leaves[:start] + [lpar] + body + [rpar] + leaves[end:]
 
 
