@@ -30,15 +30,32 @@ __all__ = ["Focal", "focal"]
 
 
 def _check(alpha, gamma, reduction):
-    """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ("none", "mean", "sum"):
+    """Reject hyperparameters of the wrong type or out of bounds (constants under jit)."""
+    if not isinstance(reduction, str) or reduction not in ("none", "mean", "sum"):
         raise ValueError(
-            f"focal: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+            "focal: reduction must be one of 'none', 'mean', 'sum'; received: "
+            + f"reduction={reduction!r} ({type(reduction).__name__})"
+        )
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+        raise TypeError(
+            "focal: alpha must be a float >= 0; received: "
+            + f"alpha={alpha!r} ({type(alpha).__name__})"
         )
     if not alpha >= 0:
-        raise ValueError(f"focal: alpha must be >= 0; got {alpha!r}")
+        raise ValueError(
+            "focal: alpha must be a float >= 0; received: "
+            + f"alpha={alpha!r} ({type(alpha).__name__})"
+        )
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)):
+        raise TypeError(
+            "focal: gamma must be a float >= 0; received: "
+            + f"gamma={gamma!r} ({type(gamma).__name__})"
+        )
     if not gamma >= 0:
-        raise ValueError(f"focal: gamma must be >= 0; got {gamma!r}")
+        raise ValueError(
+            "focal: gamma must be a float >= 0; received: "
+            + f"gamma={gamma!r} ({type(gamma).__name__})"
+        )
 
 
 def _log_softmax(x, axis):

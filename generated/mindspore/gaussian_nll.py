@@ -27,13 +27,27 @@ __all__ = ["GaussianNll", "gaussian_nll"]
 
 
 def _check(full, eps, reduction):
-    """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ("none", "mean", "sum"):
+    """Reject hyperparameters of the wrong type or out of bounds (constants under jit)."""
+    if not isinstance(reduction, str) or reduction not in ("none", "mean", "sum"):
         raise ValueError(
-            f"gaussian_nll: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+            "gaussian_nll: reduction must be one of 'none', 'mean', 'sum'; received: "
+            + f"reduction={reduction!r} ({type(reduction).__name__})"
+        )
+    if not isinstance(full, bool):
+        raise TypeError(
+            "gaussian_nll: full must be a bool; received: "
+            + f"full={full!r} ({type(full).__name__})"
+        )
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+        raise TypeError(
+            "gaussian_nll: eps must be a float >= 0; received: "
+            + f"eps={eps!r} ({type(eps).__name__})"
         )
     if not eps >= 0:
-        raise ValueError(f"gaussian_nll: eps must be >= 0; got {eps!r}")
+        raise ValueError(
+            "gaussian_nll: eps must be a float >= 0; received: "
+            + f"eps={eps!r} ({type(eps).__name__})"
+        )
 
 
 def gaussian_nll(input, target, var, *, full=False, eps=1e-06, reduction="mean"):

@@ -30,13 +30,22 @@ __all__ = ["Huber", "huber"]
 
 
 def _check(delta, reduction):
-    """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ("none", "mean", "sum"):
+    """Reject hyperparameters of the wrong type or out of bounds (constants under jit)."""
+    if not isinstance(reduction, str) or reduction not in ("none", "mean", "sum"):
         raise ValueError(
-            f"huber: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+            "huber: reduction must be one of 'none', 'mean', 'sum'; received: "
+            + f"reduction={reduction!r} ({type(reduction).__name__})"
+        )
+    if isinstance(delta, bool) or not isinstance(delta, (int, float)):
+        raise TypeError(
+            "huber: delta must be a float >= 0; received: "
+            + f"delta={delta!r} ({type(delta).__name__})"
         )
     if not delta >= 0:
-        raise ValueError(f"huber: delta must be >= 0; got {delta!r}")
+        raise ValueError(
+            "huber: delta must be a float >= 0; received: "
+            + f"delta={delta!r} ({type(delta).__name__})"
+        )
 
 
 def huber(input, target, weight=None, *, delta=1.0, reduction="mean"):
@@ -63,7 +72,8 @@ def huber(input, target, weight=None, *, delta=1.0, reduction="mean"):
             weight = ops.cast(weight, ms.float32)
     dtype = input.dtype
     delta = ms.Tensor(delta, dtype)
-    if weight is None:  # specialised: the defaults substituted into the loss
+    # specialised: the defaults substituted into the loss
+    if weight is None:
         d = ops.abs(input - target)
         t = ops.clamp(d, max=delta)
         loss = 0.5 * t**2 + delta * (d - t)

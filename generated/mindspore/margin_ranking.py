@@ -23,10 +23,16 @@ __all__ = ["MarginRanking", "margin_ranking"]
 
 
 def _check(margin, reduction):
-    """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ("none", "mean", "sum"):
+    """Reject hyperparameters of the wrong type or out of bounds (constants under jit)."""
+    if not isinstance(reduction, str) or reduction not in ("none", "mean", "sum"):
         raise ValueError(
-            f"margin_ranking: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+            "margin_ranking: reduction must be one of 'none', 'mean', 'sum'; received: "
+            + f"reduction={reduction!r} ({type(reduction).__name__})"
+        )
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)):
+        raise TypeError(
+            "margin_ranking: margin must be a float; received: "
+            + f"margin={margin!r} ({type(margin).__name__})"
         )
 
 

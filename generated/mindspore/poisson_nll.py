@@ -32,13 +32,32 @@ __all__ = ["PoissonNll", "poisson_nll"]
 
 
 def _check(log_input, full, eps, reduction):
-    """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ("none", "mean", "sum"):
+    """Reject hyperparameters of the wrong type or out of bounds (constants under jit)."""
+    if not isinstance(reduction, str) or reduction not in ("none", "mean", "sum"):
         raise ValueError(
-            f"poisson_nll: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+            "poisson_nll: reduction must be one of 'none', 'mean', 'sum'; received: "
+            + f"reduction={reduction!r} ({type(reduction).__name__})"
+        )
+    if not isinstance(log_input, bool):
+        raise TypeError(
+            "poisson_nll: log_input must be a bool; received: "
+            + f"log_input={log_input!r} ({type(log_input).__name__})"
+        )
+    if not isinstance(full, bool):
+        raise TypeError(
+            "poisson_nll: full must be a bool; received: "
+            + f"full={full!r} ({type(full).__name__})"
+        )
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+        raise TypeError(
+            "poisson_nll: eps must be a float >= 0; received: "
+            + f"eps={eps!r} ({type(eps).__name__})"
         )
     if not eps >= 0:
-        raise ValueError(f"poisson_nll: eps must be >= 0; got {eps!r}")
+        raise ValueError(
+            "poisson_nll: eps must be a float >= 0; received: "
+            + f"eps={eps!r} ({type(eps).__name__})"
+        )
 
 
 def poisson_nll(

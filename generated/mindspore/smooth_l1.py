@@ -26,13 +26,22 @@ __all__ = ["SmoothL1", "smooth_l1"]
 
 
 def _check(beta, reduction):
-    """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ("none", "mean", "sum"):
+    """Reject hyperparameters of the wrong type or out of bounds (constants under jit)."""
+    if not isinstance(reduction, str) or reduction not in ("none", "mean", "sum"):
         raise ValueError(
-            f"smooth_l1: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+            "smooth_l1: reduction must be one of 'none', 'mean', 'sum'; received: "
+            + f"reduction={reduction!r} ({type(reduction).__name__})"
+        )
+    if isinstance(beta, bool) or not isinstance(beta, (int, float)):
+        raise TypeError(
+            "smooth_l1: beta must be a float >= 0; received: "
+            + f"beta={beta!r} ({type(beta).__name__})"
         )
     if not beta >= 0:
-        raise ValueError(f"smooth_l1: beta must be >= 0; got {beta!r}")
+        raise ValueError(
+            "smooth_l1: beta must be a float >= 0; received: "
+            + f"beta={beta!r} ({type(beta).__name__})"
+        )
 
 
 def smooth_l1(input, target, *, beta=1.0, reduction="mean"):

@@ -38,10 +38,11 @@ __all__ = ["Bce", "bce"]
 
 
 def _check(reduction):
-    """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ("none", "mean", "sum"):
+    """Reject hyperparameters of the wrong type or out of bounds (constants under jit)."""
+    if not isinstance(reduction, str) or reduction not in ("none", "mean", "sum"):
         raise ValueError(
-            f"bce: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+            "bce: reduction must be one of 'none', 'mean', 'sum'; received: "
+            + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
 
 
@@ -66,7 +67,8 @@ def bce(input, target, weight=None, *, reduction="mean"):
         target = paddle.cast(target, "float32")
         if weight is not None:
             weight = paddle.cast(weight, "float32")
-    if weight is None:  # specialised: the defaults substituted into the loss
+    # specialised: the defaults substituted into the loss
+    if weight is None:
         p = paddle.assign(input).detach()
         slope = paddle.assign(
             (p - target) / paddle.clip((1 - p) * p, min=9.999999960041972e-13)

@@ -33,15 +33,22 @@ __all__ = ["CosineEmbedding", "cosine_embedding"]
 
 
 def _check(margin, reduction):
-    """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ("none", "mean", "sum"):
+    """Reject hyperparameters of the wrong type or out of bounds (constants under jit)."""
+    if not isinstance(reduction, str) or reduction not in ("none", "mean", "sum"):
         raise ValueError(
-            f"cosine_embedding: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+            "cosine_embedding: reduction must be one of 'none', 'mean', 'sum'; received: "
+            + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if not margin >= -1:
-        raise ValueError(f"cosine_embedding: margin must be >= -1; got {margin!r}")
-    if not margin <= 1:
-        raise ValueError(f"cosine_embedding: margin must be <= 1; got {margin!r}")
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)):
+        raise TypeError(
+            "cosine_embedding: margin must be a float >= -1 and <= 1; received: "
+            + f"margin={margin!r} ({type(margin).__name__})"
+        )
+    if not (margin >= -1 and margin <= 1):
+        raise ValueError(
+            "cosine_embedding: margin must be a float >= -1 and <= 1; received: "
+            + f"margin={margin!r} ({type(margin).__name__})"
+        )
 
 
 def cosine_embedding(input1, input2, target, *, margin=0.0, reduction="mean"):

@@ -36,18 +36,32 @@ __all__ = ["CrossEntropy", "cross_entropy"]
 
 
 def _check(ignore_index, label_smoothing, reduction):
-    """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ("none", "mean", "sum"):
+    """Reject hyperparameters of the wrong type or out of bounds (constants under jit)."""
+    if not isinstance(reduction, str) or reduction not in ("none", "mean", "sum"):
         raise ValueError(
-            f"cross_entropy: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+            "cross_entropy: reduction must be one of 'none', 'mean', 'sum'; received: "
+            + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if not label_smoothing >= 0:
-        raise ValueError(
-            f"cross_entropy: label_smoothing must be >= 0; got {label_smoothing!r}"
+    if (
+        isinstance(ignore_index, bool)
+        or not isinstance(ignore_index, (int, float))
+        or (isinstance(ignore_index, float) and not ignore_index.is_integer())
+    ):
+        raise TypeError(
+            "cross_entropy: ignore_index must be an int; received: "
+            + f"ignore_index={ignore_index!r} ({type(ignore_index).__name__})"
         )
-    if not label_smoothing <= 1:
+    if isinstance(label_smoothing, bool) or not isinstance(
+        label_smoothing, (int, float)
+    ):
+        raise TypeError(
+            "cross_entropy: label_smoothing must be a float >= 0 and <= 1; received: "
+            + f"label_smoothing={label_smoothing!r} ({type(label_smoothing).__name__})"
+        )
+    if not (label_smoothing >= 0 and label_smoothing <= 1):
         raise ValueError(
-            f"cross_entropy: label_smoothing must be <= 1; got {label_smoothing!r}"
+            "cross_entropy: label_smoothing must be a float >= 0 and <= 1; received: "
+            + f"label_smoothing={label_smoothing!r} ({type(label_smoothing).__name__})"
         )
 
 
@@ -103,7 +117,8 @@ def cross_entropy(
     target = paddle.reshape(target, (N, 1) + D)
     valid = target != ignore_index
     target = paddle.where(valid, target, paddle.zeros_like(target))
-    if weight is None:  # specialised: the defaults substituted into the loss
+    # specialised: the defaults substituted into the loss
+    if weight is None:
         logp = input - _logsumexp(input, -(1 + len(D)))
         picked = paddle.take_along_axis(
             logp, target, axis=-(1 + len(D)), broadcast=False

@@ -30,18 +30,23 @@ __all__ = ["CrossEntropyProbs", "cross_entropy_probs"]
 
 
 def _check(label_smoothing, reduction):
-    """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ("none", "mean", "sum"):
+    """Reject hyperparameters of the wrong type or out of bounds (constants under jit)."""
+    if not isinstance(reduction, str) or reduction not in ("none", "mean", "sum"):
         raise ValueError(
-            f"cross_entropy_probs: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+            "cross_entropy_probs: reduction must be one of 'none', 'mean', 'sum'; received: "
+            + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if not label_smoothing >= 0:
-        raise ValueError(
-            f"cross_entropy_probs: label_smoothing must be >= 0; got {label_smoothing!r}"
+    if isinstance(label_smoothing, bool) or not isinstance(
+        label_smoothing, (int, float)
+    ):
+        raise TypeError(
+            "cross_entropy_probs: label_smoothing must be a float >= 0 and <= 1; received: "
+            + f"label_smoothing={label_smoothing!r} ({type(label_smoothing).__name__})"
         )
-    if not label_smoothing <= 1:
+    if not (label_smoothing >= 0 and label_smoothing <= 1):
         raise ValueError(
-            f"cross_entropy_probs: label_smoothing must be <= 1; got {label_smoothing!r}"
+            "cross_entropy_probs: label_smoothing must be a float >= 0 and <= 1; received: "
+            + f"label_smoothing={label_smoothing!r} ({type(label_smoothing).__name__})"
         )
 
 
@@ -85,7 +90,8 @@ def cross_entropy_probs(
     C = input.shape[1]
     D = tuple(input.shape[2:])
     label_smoothing = paddle.full([], label_smoothing, dtype=dtype)
-    if weight is None:  # specialised: the defaults substituted into the loss
+    # specialised: the defaults substituted into the loss
+    if weight is None:
         q = label_smoothing / paddle.full([], C, dtype=dtype) + target * (
             1 - label_smoothing
         )

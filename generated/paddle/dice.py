@@ -33,10 +33,11 @@ __all__ = ["Dice", "dice"]
 
 
 def _check(reduction):
-    """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ("none", "mean", "sum"):
+    """Reject hyperparameters of the wrong type or out of bounds (constants under jit)."""
+    if not isinstance(reduction, str) or reduction not in ("none", "mean", "sum"):
         raise ValueError(
-            f"dice: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+            "dice: reduction must be one of 'none', 'mean', 'sum'; received: "
+            + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
 
 

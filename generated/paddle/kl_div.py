@@ -26,10 +26,21 @@ __all__ = ["KlDiv", "kl_div"]
 
 
 def _check(log_target, reduction):
-    """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ("none", "mean", "sum", "batchmean"):
+    """Reject hyperparameters of the wrong type or out of bounds (constants under jit)."""
+    if not isinstance(reduction, str) or reduction not in (
+        "none",
+        "mean",
+        "sum",
+        "batchmean",
+    ):
         raise ValueError(
-            f"kl_div: reduction must be one of 'none', 'mean', 'sum', 'batchmean'; got {reduction!r}"
+            "kl_div: reduction must be one of 'none', 'mean', 'sum', 'batchmean'; received: "
+            + f"reduction={reduction!r} ({type(reduction).__name__})"
+        )
+    if not isinstance(log_target, bool):
+        raise TypeError(
+            "kl_div: log_target must be a bool; received: "
+            + f"log_target={log_target!r} ({type(log_target).__name__})"
         )
 
 

@@ -25,10 +25,11 @@ __all__ = ["L1", "l1"]
 
 
 def _check(reduction):
-    """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ("none", "mean", "sum"):
+    """Reject hyperparameters of the wrong type or out of bounds (constants under jit)."""
+    if not isinstance(reduction, str) or reduction not in ("none", "mean", "sum"):
         raise ValueError(
-            f"l1: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+            "l1: reduction must be one of 'none', 'mean', 'sum'; received: "
+            + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
 
 
@@ -55,7 +56,8 @@ def l1(input, target, weight=None, *, reduction="mean"):
         target = paddle.cast(target, "float32")
         if weight is not None:
             weight = paddle.cast(weight, "float32")
-    if weight is None:  # specialised: the defaults substituted into the loss
+    # specialised: the defaults substituted into the loss
+    if weight is None:
         loss = paddle.abs(input - target)
         if reduction == "none":
             result = loss

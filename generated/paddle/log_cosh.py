@@ -29,10 +29,11 @@ __all__ = ["LogCosh", "log_cosh"]
 
 
 def _check(reduction):
-    """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ("none", "mean", "sum"):
+    """Reject hyperparameters of the wrong type or out of bounds (constants under jit)."""
+    if not isinstance(reduction, str) or reduction not in ("none", "mean", "sum"):
         raise ValueError(
-            f"log_cosh: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+            "log_cosh: reduction must be one of 'none', 'mean', 'sum'; received: "
+            + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
 
 
@@ -58,7 +59,8 @@ def log_cosh(input, target, weight=None, *, reduction="mean"):
         if weight is not None:
             weight = paddle.cast(weight, "float32")
     dtype = input.dtype
-    if weight is None:  # specialised: the defaults substituted into the loss
+    # specialised: the defaults substituted into the loss
+    if weight is None:
         magnitude = paddle.abs(input - target)
         loss = (
             magnitude

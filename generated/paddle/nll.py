@@ -29,10 +29,20 @@ __all__ = ["Nll", "nll"]
 
 
 def _check(ignore_index, reduction):
-    """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ("none", "mean", "sum"):
+    """Reject hyperparameters of the wrong type or out of bounds (constants under jit)."""
+    if not isinstance(reduction, str) or reduction not in ("none", "mean", "sum"):
         raise ValueError(
-            f"nll: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+            "nll: reduction must be one of 'none', 'mean', 'sum'; received: "
+            + f"reduction={reduction!r} ({type(reduction).__name__})"
+        )
+    if (
+        isinstance(ignore_index, bool)
+        or not isinstance(ignore_index, (int, float))
+        or (isinstance(ignore_index, float) and not ignore_index.is_integer())
+    ):
+        raise TypeError(
+            "nll: ignore_index must be an int; received: "
+            + f"ignore_index={ignore_index!r} ({type(ignore_index).__name__})"
         )
 
 
@@ -67,7 +77,8 @@ def nll(input, target, weight=None, *, ignore_index=-100, reduction="mean"):
     target = paddle.reshape(target, (N, 1) + D)
     valid = target != ignore_index
     target = paddle.where(valid, target, paddle.zeros_like(target))
-    if weight is None:  # specialised: the defaults substituted into the loss
+    # specialised: the defaults substituted into the loss
+    if weight is None:
         picked = paddle.take_along_axis(
             input, target, axis=-(1 + len(D)), broadcast=False
         )

@@ -27,13 +27,22 @@ __all__ = ["QuantizeSte", "quantize_ste"]
 
 
 def _check(levels, reduction):
-    """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ("none", "mean", "sum"):
+    """Reject hyperparameters of the wrong type or out of bounds (constants under jit)."""
+    if not isinstance(reduction, str) or reduction not in ("none", "mean", "sum"):
         raise ValueError(
-            f"quantize_ste: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+            "quantize_ste: reduction must be one of 'none', 'mean', 'sum'; received: "
+            + f"reduction={reduction!r} ({type(reduction).__name__})"
+        )
+    if isinstance(levels, bool) or not isinstance(levels, (int, float)):
+        raise TypeError(
+            "quantize_ste: levels must be a float >= 1; received: "
+            + f"levels={levels!r} ({type(levels).__name__})"
         )
     if not levels >= 1:
-        raise ValueError(f"quantize_ste: levels must be >= 1; got {levels!r}")
+        raise ValueError(
+            "quantize_ste: levels must be a float >= 1; received: "
+            + f"levels={levels!r} ({type(levels).__name__})"
+        )
 
 
 def quantize_ste(input, target, *, levels=1.0, reduction="mean"):

@@ -38,17 +38,32 @@ __all__ = ["SigmoidFocal", "sigmoid_focal"]
 
 
 def _check(alpha, gamma, reduction):
-    """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ("none", "mean", "sum"):
+    """Reject hyperparameters of the wrong type or out of bounds (constants under jit)."""
+    if not isinstance(reduction, str) or reduction not in ("none", "mean", "sum"):
         raise ValueError(
-            f"sigmoid_focal: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+            "sigmoid_focal: reduction must be one of 'none', 'mean', 'sum'; received: "
+            + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if not alpha >= 0:
-        raise ValueError(f"sigmoid_focal: alpha must be >= 0; got {alpha!r}")
-    if not alpha <= 1:
-        raise ValueError(f"sigmoid_focal: alpha must be <= 1; got {alpha!r}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+        raise TypeError(
+            "sigmoid_focal: alpha must be a float >= 0 and <= 1; received: "
+            + f"alpha={alpha!r} ({type(alpha).__name__})"
+        )
+    if not (alpha >= 0 and alpha <= 1):
+        raise ValueError(
+            "sigmoid_focal: alpha must be a float >= 0 and <= 1; received: "
+            + f"alpha={alpha!r} ({type(alpha).__name__})"
+        )
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)):
+        raise TypeError(
+            "sigmoid_focal: gamma must be a float >= 0; received: "
+            + f"gamma={gamma!r} ({type(gamma).__name__})"
+        )
     if not gamma >= 0:
-        raise ValueError(f"sigmoid_focal: gamma must be >= 0; got {gamma!r}")
+        raise ValueError(
+            "sigmoid_focal: gamma must be a float >= 0; received: "
+            + f"gamma={gamma!r} ({type(gamma).__name__})"
+        )
 
 
 def sigmoid_focal(logit, label, *, alpha=0.25, gamma=2.0, reduction="sum"):

@@ -33,13 +33,22 @@ __all__ = ["SoftmaxFocal", "softmax_focal"]
 
 
 def _check(gamma, reduction):
-    """Reject hyperparameters outside their bounds (also under jit: they are constants)."""
-    if reduction not in ("none", "mean", "sum"):
+    """Reject hyperparameters of the wrong type or out of bounds (constants under jit)."""
+    if not isinstance(reduction, str) or reduction not in ("none", "mean", "sum"):
         raise ValueError(
-            f"softmax_focal: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
+            "softmax_focal: reduction must be one of 'none', 'mean', 'sum'; received: "
+            + f"reduction={reduction!r} ({type(reduction).__name__})"
+        )
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)):
+        raise TypeError(
+            "softmax_focal: gamma must be a float >= 0; received: "
+            + f"gamma={gamma!r} ({type(gamma).__name__})"
         )
     if not gamma >= 0:
-        raise ValueError(f"softmax_focal: gamma must be >= 0; got {gamma!r}")
+        raise ValueError(
+            "softmax_focal: gamma must be a float >= 0; received: "
+            + f"gamma={gamma!r} ({type(gamma).__name__})"
+        )
 
 
 def _logsumexp(x, axis):
@@ -77,7 +86,8 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
     N = input.shape[0]
     gamma = paddle.full([], gamma, dtype=dtype)
     target = paddle.reshape(target, (N, 1))
-    if alpha is None:  # specialised: the defaults substituted into the loss
+    # specialised: the defaults substituted into the loss
+    if alpha is None:
         picked = paddle.take_along_axis(
             input, target, axis=-1, broadcast=False
         ) - _logsumexp(input, -1)
