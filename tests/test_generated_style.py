@@ -13,7 +13,7 @@ import mindspore as ms  # noqa: F401  (before paddle, see conftest.py)
 import paddle  # noqa: F401
 import pytest
 
-from losscc import layout
+from losscc import layout, lines
 
 ROOT = Path(__file__).resolve().parent.parent
 GEN = ROOT / "generated"
@@ -54,7 +54,7 @@ def test_layout_agrees_with_black_at_other_widths(monkeypatch):
     assert "\n" in files["paddle/huber.py"]
     disagreements, splits = [], 0
     for width in (50, 72, 100):
-        monkeypatch.setattr(layout, "LINE_LENGTH", width)
+        monkeypatch.setattr(lines, "LINE_LENGTH", width)
         for rel, text in sorted(files.items()):
             mine = layout.layout(text)
             theirs = black.format_str(text, mode=black.Mode(line_length=width))
