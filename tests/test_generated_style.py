@@ -67,6 +67,35 @@ def test_layout_agrees_with_black_at_other_widths(monkeypatch):
     assert not disagreements, disagreements[:3]
 
 
+SHAPES = '''
+def very_long_function_name(input, target, weight=None, pos_weight=None, *, delta=1.0, reduction="mean"):
+    value = first_argument_value if some_flag_is_set else (second_value + third_value * fourth_value)
+    ok = alpha_value is not None and beta_value not in ("none", "mean", "sum") or gamma_value <= delta_value
+    result = paddle.where(condition_tensor, paddle.full_like(other_tensor, 1), other_tensor[0]) ** gamma
+    shape = (N, 1) + tuple(input_tensor.shape[2:]) + (1,) * len(trailing_dimensions_of_input)
+    loss = -(alpha * picked * ops.where(t_1, ops.where(t_1, t, 1) ** gamma, frozen**gamma)) / total_count
+    return ops.cast(result_value_tensor, input_dtype_value) if half_precision_flag else result_value_tensor
+    if not isinstance(reduction, str) or reduction not in ("none", "mean", "sum", "batchmean", "other"):
+        raise ValueError("a message that is fairly long: " + f"received: reduction={reduction!r} ({type(reduction).__name__})")
+    x = a_long_name_number_one.attribute_access.method_call(argument_one, argument_two).other_method(arg)
+    y = [element_number_one, element_number_two, element_number_three, element_number_four, five]
+    z = some_function(keyword_argument_one=value_one, keyword_argument_two=-value_two, kw3=not flag_value)
+    w = (a_value - b_value) * (c_value - d_value) / (e_value - f_value) - (g_value - h_value) ** 2 + i_value
+    v = call_one(call_two(call_three(call_four(argument_value_one, argument_value_two), arg3), arg4), a5)
+    self.log_vars = ms.Parameter(ops.full((2,), 0.0, dtype=dtype), name="log_vars_with_a_long_name_here")
+    u = left_operand_value_number_one < right_operand_value_number_two <= third_operand_value_three_x
+'''
+
+
+def test_layout_agrees_with_black_on_other_shapes(monkeypatch):
+    """Shapes the current specs do not produce (ternaries, chained comparisons, `not in`,
+    `is not`, attribute chains, lists, keyword arguments, deep calls), at many widths."""
+    text = SHAPES.strip("\n") + "\n"
+    for width in range(40, 121, 8):
+        monkeypatch.setattr(lines, "LINE_LENGTH", width)
+        assert layout.layout(text) == black.format_str(text, mode=black.Mode(line_length=width)), width
+
+
 def test_layout_moves_a_long_trailing_comment_above_its_statement():
     stmt = "    if weight is None and pos_weight is None:  # " + "x" * 60
     assert layout.split_line(stmt) == ["    # " + "x" * 60, "    if weight is None and pos_weight is None:"]
@@ -133,6 +162,19 @@ def test_import_of_a_generated_module_gives_the_module(backend):
         assert not set(pkg.__all__) & set(SPECS)
     finally:
         sys.path.remove(str(ROOT))
+
+
+def test_no_implicitly_joined_strings():
+    """MindSpore's graph compiler re-parses the source text of an interpreted expression
+    (the f-string of an error message); a string continued on the next line breaks it."""
+    import io
+    import tokenize
+
+    for path in GEN.rglob("*.py"):
+        toks = [t for t in tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
+                if t.type not in (tokenize.NL, tokenize.COMMENT)]
+        for a, b in zip(toks, toks[1:]):
+            assert not (a.type == b.type == tokenize.STRING), (path, a.start)
 
 
 # ---------------------------------------------------------------- hyperparameter messages
