@@ -1,13 +1,13 @@
-"""Line layout of the generated code: long statements split the way black's default style does.
+"""Line layout of the generated code, in black's default style, without running black.
 
 The generated code is written one statement per line, already spaced as black spaces it.
-:func:`layout` splits each line longer than :data:`LINE_LENGTH` with black's
-right-hand-split / delimiter-split algorithm (black 24, default mode), restricted to the
-Python the templates and the lowering produce: assignments, calls, operators, subscripts,
-comparisons, ternaries, ``if``/``return``/``raise``/``def``/``class`` lines.  So the
-output is what ``black`` and ``ruff format`` leave unchanged, and no formatter is needed
-(or imported) when code is generated; ``tests/test_generated_style.py`` checks the
-committed tree with both.
+:func:`layout` passes each one-line statement through black's line model
+(:mod:`losscc.lines`) and splitting (:mod:`losscc.linesplit`): lines longer than
+:data:`LINE_LENGTH` are split as black splits them, redundant parentheses after
+``=``/``return``/``if`` are dropped and plain strings take double quotes.  This covers the
+Python the templates and the lowering write (assignments, calls, operators, subscripts,
+comparisons, ternaries, ``if``/``return``/``raise``/``def``/``class``/``from`` lines), so
+``black`` and ``ruff format`` leave the output unchanged (``tests/test_generated_style.py``).
 
 A long line that ends in a comment gets the comment on its own line above it.
 """
