@@ -20,6 +20,7 @@ import sympy as sp
 
 from . import ir
 from .backends import Backend
+from .layout import power, unary_needs_parens
 from .parse import Program, TType
 from .spec import Spec
 
@@ -232,6 +233,13 @@ class Lowerer:
         code, prec = self.emit(e)
         return f"({code})" if prec < min_prec else code
 
+    def negate(self, e: sp.Expr, min_prec: int) -> str:
+        """`-e`; black writes `-(x**2)`, so a power of a plain name or number is parenthesised."""
+        code, prec = self.emit(e)
+        if prec < min_prec or (prec == POW and unary_needs_parens(code)):
+            return f"-({code})"
+        return f"-{code}"
+
     def tensor_arg(self, e: sp.Expr) -> str:
         """An operand that a template uses more than once must be a variable."""
         code, prec = self.emit(e)
@@ -326,7 +334,7 @@ class Lowerer:
         for k, t in enumerate(terms):
             if _is_negative(t):
                 code = self.wrap(-t, MUL if not out else MUL)
-                out = f"{out} - {code}" if out else f"-{self.wrap(-t, UNARY)}"
+                out = f"{out} - {code}" if out else self.negate(-t, UNARY)
             else:
                 code = self.wrap(t, ADD)
                 out = f"{out} + {code}" if out else code
@@ -335,7 +343,7 @@ class Lowerer:
     def mul(self, e: sp.Mul) -> tuple[str, int]:
         coeff, rest = e.as_coeff_Mul()
         if coeff == -1:
-            return f"-{self.wrap(rest, UNARY + 1)}", UNARY
+            return self.negate(rest, UNARY + 1), UNARY
         num, den = [], []
         for f in (e.args if coeff == 1 else (coeff,) + sp.Mul.make_args(rest)):
             if isinstance(f, sp.Pow) and f.exp.is_Number and f.exp.is_negative:
@@ -362,8 +370,8 @@ class Lowerer:
         if ex == 2 and "square" in self.b.ops:  # a backend whose integer pow is a slow generic kernel
             return self.op("square", x=self.value(base)), ATOM
         if ex.is_Integer:
-            return f"{self.wrap(base, ATOM)} ** {int(ex)}", POW
-        return f"{self.wrap(base, ATOM)} ** {self.wrap(ex, ATOM)}", POW
+            return power(self.wrap(base, ATOM), str(int(ex))), POW
+        return power(self.wrap(base, ATOM), self.wrap(ex, ATOM)), POW
 
     def minmax(self, e) -> tuple[str, int]:
         """max/min as where(a >= b, a, b): at a tie the gradient goes to the first argument,
@@ -514,7 +522,7 @@ class Lowerer:
         if isinstance(e, ir.Item):
             return f"{self.wrap(e.args[0], ATOM)}[{int(e.args[1])}]", ATOM
         if isinstance(e, ir.StopGradient):
-            return self.op("stop_gradient", x=self.wrap(e.args[0], ATOM)), ATOM
+            return self.op("stop_gradient", x=self.value(e.args[0])), ATOM
         if isinstance(e, ir.OneHot):
             idx, ax = e.args
             n = ax.name

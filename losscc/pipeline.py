@@ -13,6 +13,7 @@ import sympy as sp
 
 from . import ir
 from .backends import Backend
+from .checks import check_lines
 from .formula import formula_text
 from .lower import MUL, Block, Lowered, Lowerer, canonical_shape, plain_shape
 from .parse import Program, TType, build_program
@@ -312,18 +313,7 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
         pre = half + pre
         restore = f"{low.op('cast', x='result', dtype='in_dtype')} if half else result"
 
-    checks = [
-        f"if reduction not in {tuple(spec.reduction_names)!r}:",
-        f"    raise ValueError(f\"{spec.name}: reduction must be one of "
-        f"{', '.join(repr(r) for r in spec.reduction_names)}; got {{reduction!r}}\")",
-    ]
-    for p in spec.params:
-        if p.min is not None:
-            checks.append(f"if not {p.name} >= {p.min!r}:")
-            checks.append(f"    raise ValueError(f\"{spec.name}: {p.name} must be >= {p.min!r}; got {{{p.name}!r}}\")")
-        if p.max is not None:
-            checks.append(f"if not {p.name} <= {p.max!r}:")
-            checks.append(f"    raise ValueError(f\"{spec.name}: {p.name} must be <= {p.max!r}; got {{{p.name}!r}}\")")
+    checks = check_lines(spec)
 
     signature = [i.name for i in spec.inputs if not i.optional]
     signature += [lr.name for lr in spec.learnable]

@@ -2,7 +2,8 @@
 
 Templates do layout only; everything they print was produced by the lowering or
 escaped by the filters here, so no spec text can become code.  Output is
-normalised (LF endings, no trailing spaces, one trailing newline).
+normalised (LF endings, no trailing spaces, one trailing newline) and laid out in
+black's default style by :mod:`losscc.layout`, so no formatter runs here.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 import jinja2
 
 from . import __version__
+from .layout import LINE_LENGTH, layout
 from .lower import Lowered
 from .resources import data_dir
 
@@ -73,7 +75,21 @@ def environment(root=TEMPLATES) -> jinja2.Environment:
     env.filters["wrap"] = _wrap
     env.filters["pytuple"] = lambda seq: repr(tuple(seq))
     env.filters["docwrap"] = _docwrap
+    env.filters["dunder_all"] = dunder_all_order
     return env
+
+
+def dunder_all_order(names) -> list[str]:
+    """`__all__` in the order linters expect (isort style, ruff's RUF022): constants
+    (UPPER_CASE), then classes (Capitalised), then the rest; each group in natural order."""
+    def key(name: str):
+        cased = [ch for ch in name if ch.isalpha()]
+        group = 0 if len(name) > 1 and cased and all(ch.isupper() for ch in cased) else (
+            1 if name[:1].isupper() else 2)
+        parts = re.split(r"(\d+)", name)
+        return group, [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts if p]
+
+    return sorted(names, key=key)
 
 
 def _docwrap(text: str, indent: int, hang: int = 4) -> str:
@@ -95,38 +111,62 @@ def _wrap(text: str, width: int = 88, prefix: str = "") -> str:
     return "\n".join(prefix + ln if ln else "" for ln in out)
 
 
-LINE_LENGTH = 100
-
-
 def normalise(text: str, code: bool = True) -> str:
-    """LF endings, no trailing spaces, one final newline; code is formatted by black."""
+    """LF endings, no trailing spaces, one final newline; code is laid out in black's style."""
     lines = [ln.rstrip() for ln in text.replace("\r\n", "\n").split("\n")]
     text = "\n".join(lines)
     text = re.sub(r"\n{4,}", "\n\n\n", text)
     text = text.strip("\n") + "\n"
     if code:
-        import black
-
-        text = black.format_str(text, mode=black.Mode(line_length=LINE_LENGTH))
+        text = layout(text)
     return text
 
 
 def version_line() -> str:
     """losscc's version and those of the libraries that shape the output (check ignores it)."""
-    import black
     import sympy
 
-    return f"{__version__} (sympy {sympy.__version__}, jinja2 {jinja2.__version__}, black {black.__version__})"
+    return f"{__version__} (sympy {sympy.__version__}, jinja2 {jinja2.__version__})"
 
 
 def render_module(low: Lowered, spec_display: str, formula_written: list[str], context: dict) -> str:
     env = environment()
     tmpl = env.get_template(f"{low.backend.name}/{low.backend.template}")
-    text = tmpl.render(
-        low=low, spec=low.spec, source=spec_display, version=version_line(),
-        written=formula_written, **context,
-    )
-    return normalise(text)
+
+    def render(imports) -> str:
+        return tmpl.render(
+            low=low, spec=low.spec, source=spec_display, version=version_line(),
+            written=formula_written, imports=imports, **context,
+        )
+
+    # the backend's imports that this module's code uses (names read outside strings and comments)
+    everything = list(low.backend.imports)
+    used = code_names(render(everything), skip=set(everything))
+    return normalise(render(used_imports(everything, used)))
+
+
+def code_names(text: str, skip: set[str] = frozenset()) -> set[str]:
+    """The names the code reads, lines in `skip` left out."""
+    import io
+    import tokenize
+
+    kept = "\n".join("" if ln.strip() in skip else ln for ln in text.split("\n"))
+    return {tok.string for tok in tokenize.generate_tokens(io.StringIO(kept).readline)
+            if tok.type == tokenize.NAME}
+
+
+def used_imports(lines: list[str], used: set[str]) -> list[str]:
+    """The import lines that bind a name in `used`; ``from m import a, b`` keeps the used names."""
+    out = []
+    for line in lines:
+        words = line.replace(",", " ").split()
+        if words[0] == "from":
+            names = [n for n in words[3:] if n in used]
+            if names:
+                out.append(f"from {words[1]} import {', '.join(names)}")
+        elif (words[-1] if "as" in words else words[1].split(".")[0]) in used:
+            out.append(line)
+    return out
 
 
 def render_init(backend_name: str, modules: list[tuple[str, str]]) -> str:

@@ -120,7 +120,7 @@ def _ms_run(mod, fn_name, arrays, dtype, mode):
 
     tensors = [ops.cast(ms.Tensor(a), getattr(ms, dtype)) if a.dtype.kind == "f" else ms.Tensor(a.astype(np.int32))
                for a in arrays]
-    cls = getattr(mod, mod.__all__[1])()
+    cls = getattr(mod, next(n for n in mod.__all__ if n[0].isupper()))()  # the class
     fn = ms.value_and_grad(cls, grad_position=0)
     if mode == "graph":
         fn = ms.jit(fn)
@@ -135,7 +135,7 @@ def _pd_run(mod, fn_name, arrays, dtype, mode):
     tensors = [paddle.to_tensor(a.astype(np.float32)).astype(dtype) if a.dtype.kind == "f" else paddle.to_tensor(a)
                for a in arrays]
     tensors[0].stop_gradient = False
-    layer = getattr(mod, mod.__all__[1])()
+    layer = getattr(mod, next(n for n in mod.__all__ if n[0].isupper()))()  # the class
     if mode == "graph":
         layer = paddle.jit.to_static(layer, full_graph=True)
     v = layer(*tensors)

@@ -147,9 +147,9 @@ def test_functions_match_classes_and_reject_bad_arguments():
     np.testing.assert_allclose(a, np_huber(x, y, 0.7).sum(), rtol=1e-13)
     np.testing.assert_allclose(b, np_huber(x, y, 0.7).sum(), rtol=1e-13)
     for mod in (ms_mod, pd_mod):
-        with pytest.raises(ValueError, match="reduction must be one of 'none', 'mean', 'sum'; got 'avg'"):
+        with pytest.raises(ValueError, match="reduction must be one of 'none', 'mean', 'sum'; received: reduction='avg'"):
             mod.Huber(reduction="avg")
-        with pytest.raises(ValueError, match="delta must be >= 0"):
+        with pytest.raises(ValueError, match="delta must be a float >= 0; received: delta=-1.0"):
             mod.Huber(delta=-1.0)
 
 

@@ -1,0 +1,62 @@
+"""The generated ``_check``: hyperparameters validated in Python before any tensor work.
+
+Each hyperparameter gets a type test and its bounds; ``reduction`` is tested against
+the spec's reductions.  Every message names the loss, the parameter, what it must be
+and what was received (value and type), e.g.
+``huber: delta must be a float >= 0; received: delta='1e-1' (str)``.  A wrong type is
+a TypeError, a value outside the bounds or an unknown reduction a ValueError.
+
+Numbers given as strings are refused (not converted); bools are not numbers here;
+ints are accepted for float parameters; int parameters accept floats only with an
+integral value.  The tests are Python tests on the arguments, which are constants
+under ``ms.jit`` and ``paddle.jit.to_static``, so compiled code pays nothing for them.
+"""
+
+from __future__ import annotations
+
+from .spec import Param, Spec
+
+_TYPE_TESTS = {
+    "float": "isinstance({n}, bool) or not isinstance({n}, (int, float))",
+    "int": "isinstance({n}, bool) or not isinstance({n}, (int, float))"
+           " or (isinstance({n}, float) and not {n}.is_integer())",
+    "bool": "not isinstance({n}, bool)",
+}
+_ARTICLE = {"float": "a float", "int": "an int", "bool": "a bool"}
+
+
+def expectation(p: Param) -> str:
+    """What a value of `p` must be, in words: 'a float >= 0 and <= 1'."""
+    bounds = []
+    if p.min is not None:
+        bounds.append(f">= {p.min!r}")
+    if p.max is not None:
+        bounds.append(f"<= {p.max!r}")
+    return " ".join([_ARTICLE[p.kind]] + [" and ".join(bounds)] * bool(bounds))
+
+
+def _raise(exc: str, loss: str, name: str, must: str) -> str:
+    """The raise statement: what is expected, then what was received.  Joined with `+`, not
+    as adjacent strings: MindSpore's graph compiler re-parses the source text of the
+    formatted part, which must then stand on one line."""
+    # doubled braces are literal here and fields of the generated f-string
+    return (f'    raise {exc}("{loss}: {name} must be {must}; received: " + '
+            f'f"{name}={{{name}!r}} ({{type({name}).__name__}})")')
+
+
+def check_lines(spec: Spec) -> list[str]:
+    """The body of ``_check(<params>, reduction)``."""
+    names = ", ".join(repr(r) for r in spec.reduction_names)
+    lines = [
+        f"if not isinstance(reduction, str) or reduction not in {tuple(spec.reduction_names)!r}:",
+        _raise("ValueError", spec.name, "reduction", f"one of {names}"),
+    ]
+    for p in spec.params:
+        must = expectation(p)
+        lines += [f"if {_TYPE_TESTS[p.kind].format(n=p.name)}:", _raise("TypeError", spec.name, p.name, must)]
+        tests = ([f"{p.name} >= {p.min!r}"] if p.min is not None else []) + \
+                ([f"{p.name} <= {p.max!r}"] if p.max is not None else [])
+        if tests:
+            lines += [f"if not ({' and '.join(tests)}):" if len(tests) > 1 else f"if not {tests[0]}:",
+                      _raise("ValueError", spec.name, p.name, must)]
+    return lines
