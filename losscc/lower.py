@@ -320,8 +320,12 @@ class Lowerer:
 
     def add(self, e: sp.Add) -> tuple[str, int]:
         terms = list(e.args)
-        # positive terms first reads naturally: "1 - x", "a + b - c"
-        terms.sort(key=lambda t: _is_negative(t))
+        # positive terms first reads naturally: "1 - x", "a + b - c". Constants (numbers and
+        # hyperparameters) go last after two or more tensor terms, one of them positive, as in
+        # "x1 - x2 + eps": SymPy's order "eps + x1 - x2" loses eps in float32 when x1 == x2
+        tensors = [t for t in terms if not self._constant_bound(t)]
+        last = len(tensors) >= 2 and not all(_is_negative(t) for t in tensors) and len(tensors) < len(terms)
+        terms.sort(key=lambda t: (last and self._constant_bound(t), _is_negative(t)))
         out = ""
         for k, t in enumerate(terms):
             if _is_negative(t):
