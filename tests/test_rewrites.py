@@ -701,3 +701,64 @@ def test_repository_spec_keeps_its_value_after_prepare(path):
             before = np.where(np.broadcast_to(valid, np.broadcast_shapes(before.shape, valid.shape)),
                               before, mpmath.mpf(0))
         assert worst_relative(before, after) <= EQUAL_RTOL, (case.id, prog.loss, prep.loss)
+
+
+# --------------------------------------------------------------------------- float32, both backends
+
+
+VEC2 = "x: {dtype: float, shape: [N]}\nw: {dtype: float, shape: [N]}"
+X32 = np.array([-100.0, -3.0, 0.0, 0.5, 3.0, 100.0, 1000.0])
+W32 = np.array([1.0, 2.0, 0.5, 1.0, 3.0, 1.0, 2.0])
+
+# the family of log(1 + exp(.)) forms and the branches that overflow when not taken: every one
+# overflows float32 at |x| = 100 or 1000 as written (value or gradient inf or NaN)
+FLOAT32_EXTREME = [
+    ("softplus", "loss = w * log(1 + exp(x))"),
+    ("softplus", "loss = w * log(exp(x) + 1)"),
+    ("softplus", "loss = w * log(1 + exp(-x))"),
+    ("log-sigmoid", "loss = -w * log(sigmoid(x))"),
+    ("log-sigmoid", "loss = w * log(1 - sigmoid(x))"),
+    ("log-add-exp", "loss = log(exp(w * x) + exp(-x))"),
+    ("log-of-exp-product", "loss = log(w * exp(x))"),
+    ("guard-untaken-branch", "loss = where(x < 0, w * exp(x), w * x + 1)"),
+    ("guard-untaken-branch", "loss = where(x < 1, w * expm1(x), w * x)"),
+    ("guard-untaken-branch", "loss = where(abs(x) < 5, w * cosh(x), w)"),
+    ("guard-untaken-branch", "loss = Piecewise((w * x**3, x < 1), (w * x, True))"),
+]
+
+
+def _float32_run(spec, backend, tag, inputs, tmp_path):
+    from losscc import verify
+    from losscc.backends import get
+    from losscc.emit import compile_spec
+
+    path = tmp_path / f"{tag}_{backend}.py"
+    path.write_text(compile_spec(spec, get(backend)))
+    mod = verify.load_module(path, f"{tag}_{backend}")
+    case = verify.CaseData("extreme", "test", inputs, {})
+    return verify.RUNNERS[backend]().run(mod, spec, case, "float32", "eager", ["none"])
+
+
+@pytest.mark.parametrize("backend", ["mindspore", "paddle"])
+@pytest.mark.parametrize("rule,formula", FLOAT32_EXTREME)
+def test_float32_extreme_values_and_gradients_are_finite_and_right(rule, formula, backend, tmp_path):
+    """Value and gradient in float32 (eager) at |x| up to 1000 are finite and match the
+    40-digit reference of the formula as written; the rule that makes them so fired."""
+    from losscc.reference import reference
+
+    x32 = X32 if "x**3" not in formula else np.array([-3.0, 0.0, 0.5, 3.0, 1e15, 1e20])
+    inputs = {"x": x32, "w": W32[: len(x32)]}
+    spec = make_spec(VEC2, formula)
+    assert rule in fired_rules(prepare(spec)), (formula, fired_rules(prepare(spec)))
+    ref = reference(build_program(spec), inputs, {})
+    tag = "extreme_" + str(abs(hash(formula)) % 10**8)
+    vals, grads = _float32_run(spec, backend, tag, inputs, tmp_path)
+    want = ref.values["none"]
+    finite = np.abs(want) < 3e38  # what float32 can hold
+    assert np.all(np.isfinite(vals["none"][finite])), vals["none"]
+    np.testing.assert_allclose(vals["none"][finite], want[finite], rtol=2e-5, atol=1e-6)
+    for name in ("x", "w"):
+        g, gw = grads[name], ref.grads[name]
+        ok = np.abs(gw) < 3e38
+        assert np.all(np.isfinite(g[ok])), (name, g)
+        np.testing.assert_allclose(g[ok], gw[ok], rtol=2e-5, atol=1e-6, err_msg=name)
