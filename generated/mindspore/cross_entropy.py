@@ -47,13 +47,6 @@ def _check(ignore_index, label_smoothing, reduction):
         raise ValueError(f"cross_entropy: label_smoothing must be <= 1; got {label_smoothing!r}")
 
 
-def _log_softmax(x, axis):
-    """x - logsumexp(x, axis), exact for logits of any size."""
-    if x.dtype == ms.float32:
-        return ops.log_softmax(x, axis)
-    return x - ops.logsumexp(x, axis, keepdim=True)
-
-
 def cross_entropy(
     input, target, weight=None, *, ignore_index=-100, label_smoothing=0.0, reduction="mean"
 ):
@@ -89,7 +82,7 @@ def cross_entropy(
     valid = target != ignore_index
     target = ops.where(valid, target, ops.zeros_like(target))
     if weight is None:  # specialised: the defaults substituted into the loss
-        logp = _log_softmax(input, -(1 + len(D)))
+        logp = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
         picked = ops.gather_elements(logp, -(1 + len(D)), target)
         total = ops.sum(logp, -(1 + len(D)), keepdim=True)
         unmasked = -((1 - label_smoothing) * picked) - label_smoothing * total / C
@@ -102,7 +95,7 @@ def cross_entropy(
             result = loss.sum() / ops.cast(valid, dtype).sum()
     else:
         weight = ops.reshape(weight, (C,) + (1,) * len(D))
-        logp = _log_softmax(input, -(1 + len(D)))
+        logp = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
         total = ops.sum(weight * logp, -(1 + len(D)), keepdim=True)
         picked = ops.gather(ops.reshape(weight, (-1,)), target, 0)
         picked_1 = ops.gather_elements(logp, -(1 + len(D)), target)

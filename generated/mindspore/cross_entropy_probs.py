@@ -45,13 +45,6 @@ def _check(label_smoothing, reduction):
         )
 
 
-def _log_softmax(x, axis):
-    """x - logsumexp(x, axis), exact for logits of any size."""
-    if x.dtype == ms.float32:
-        return ops.log_softmax(x, axis)
-    return x - ops.logsumexp(x, axis, keepdim=True)
-
-
 def cross_entropy_probs(input, target, weight=None, *, label_smoothing=0.0, reduction="mean"):
     """Cross-entropy of logits and probability targets, as torch.nn.functional.cross_entropy.
 
@@ -81,7 +74,7 @@ def cross_entropy_probs(input, target, weight=None, *, label_smoothing=0.0, redu
     label_smoothing = ms.Tensor(label_smoothing, dtype)
     if weight is None:  # specialised: the defaults substituted into the loss
         q = label_smoothing / C + target * (1 - label_smoothing)
-        log_probs = _log_softmax(input, -(1 + len(D)))
+        log_probs = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
         total = ops.sum(q * log_probs, -(1 + len(D)), keepdim=True)
         loss = -total
         if reduction == "none":
@@ -93,7 +86,7 @@ def cross_entropy_probs(input, target, weight=None, *, label_smoothing=0.0, redu
     else:
         weight = ops.reshape(weight, (C,) + (1,) * len(D))
         q = label_smoothing / C + target * (1 - label_smoothing)
-        log_probs = _log_softmax(input, -(1 + len(D)))
+        log_probs = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
         total = ops.sum(weight * q * log_probs, -(1 + len(D)), keepdim=True)
         loss = -total
         if reduction == "none":

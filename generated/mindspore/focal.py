@@ -15,8 +15,7 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    log_probs = log_softmax(logits, axis=C)
-    picked = log_probs[label]
+    picked = log_softmax(logits, axis=C)[label]
     t = -expm1(picked)
     frozen = stop_gradient(t)
     t_1 = t > 0
@@ -39,13 +38,6 @@ def _check(alpha, gamma, reduction):
         raise ValueError(f"focal: alpha must be >= 0; got {alpha!r}")
     if not gamma >= 0:
         raise ValueError(f"focal: gamma must be >= 0; got {gamma!r}")
-
-
-def _log_softmax(x, axis):
-    """x - logsumexp(x, axis), exact for logits of any size."""
-    if x.dtype == ms.float32:
-        return ops.log_softmax(x, axis)
-    return x - ops.logsumexp(x, axis, keepdim=True)
 
 
 def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
@@ -71,8 +63,7 @@ def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
     alpha = ms.Tensor(alpha, dtype)
     gamma = ms.Tensor(gamma, dtype)
     label = ops.reshape(label, (N, 1))
-    log_probs = _log_softmax(logits, -1)
-    picked = ops.gather_elements(log_probs, -1, label)
+    picked = ops.gather_elements(logits, -1, label) - ops.logsumexp(logits, -1, keepdim=True)
     t = -ops.expm1(picked)
     frozen = ops.stop_gradient(t)
     t_1 = t > 0

@@ -15,10 +15,14 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    magnitude = abs(input - target)
-    loss = weight*(-log(2) + magnitude + log1p(exp(-2*magnitude)))
+    t = input - target
+    magnitude = abs(t)
+    magnitude_1 = abs(clip(t, -2, 2))
+    branch = where(magnitude < 2, log1p(expm1(magnitude_1)**2*exp(-magnitude_1)/2), -log(2) +
+        magnitude + softplus(-2*magnitude))
+    loss = weight*branch
 
-    with weight None: loss = -log(2) + magnitude + log1p(exp(-2*magnitude))
+    with weight None: loss = branch
 """
 
 import mindspore as ms
@@ -33,6 +37,16 @@ def _check(reduction):
         raise ValueError(
             f"log_cosh: reduction must be one of 'none', 'mean', 'sum'; got {reduction!r}"
         )
+
+
+def _softplus(x):
+    """log(1 + exp(x)) without overflow; gradient sigmoid(x), also at x = 0."""
+    if x.dtype == ms.float32:
+        return ops.softplus(x)  # x above 20; below about -17 the value flushes to 0
+    positive = x > 0
+    return ops.where(positive, x, ops.zeros_like(x)) + ops.log1p(
+        ops.exp(ops.where(positive, -x, x))
+    )
 
 
 def log_cosh(input, target, weight=None, *, reduction="mean"):
@@ -58,8 +72,14 @@ def log_cosh(input, target, weight=None, *, reduction="mean"):
             weight = ops.cast(weight, ms.float32)
     dtype = input.dtype
     if weight is None:  # specialised: the defaults substituted into the loss
-        magnitude = ops.abs(input - target)
-        loss = magnitude + ops.log1p(ops.exp(-2 * magnitude)) - ms.Tensor(0.6931471805599453, dtype)
+        t = input - target
+        magnitude = ops.abs(t)
+        magnitude_1 = ops.abs(ops.clamp(t, -2, 2))
+        loss = ops.where(
+            magnitude < 2,
+            ops.log1p(ops.expm1(magnitude_1) ** 2 * ops.exp(-magnitude_1) / 2),
+            magnitude + _softplus(-2 * magnitude) - ms.Tensor(0.6931471805599453, dtype),
+        )
         if reduction == "none":
             result = loss
         elif reduction == "sum":
@@ -67,10 +87,15 @@ def log_cosh(input, target, weight=None, *, reduction="mean"):
         else:
             result = loss.sum() / loss.size
     else:
-        magnitude = ops.abs(input - target)
-        loss = weight * (
-            magnitude + ops.log1p(ops.exp(-2 * magnitude)) - ms.Tensor(0.6931471805599453, dtype)
+        t = input - target
+        magnitude = ops.abs(t)
+        magnitude_1 = ops.abs(ops.clamp(t, -2, 2))
+        branch = ops.where(
+            magnitude < 2,
+            ops.log1p(ops.expm1(magnitude_1) ** 2 * ops.exp(-magnitude_1) / 2),
+            magnitude + _softplus(-2 * magnitude) - ms.Tensor(0.6931471805599453, dtype),
         )
+        loss = weight * branch
         if reduction == "none":
             result = loss
         elif reduction == "sum":

@@ -15,8 +15,7 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     picked = alpha[target]
-    log_probs = log_softmax(input, axis=C)
-    picked_1 = log_probs[target]
+    picked_1 = log_softmax(input, axis=C)[target]
     t = -expm1(picked_1)
     frozen = stop_gradient(t)
     t_1 = t > 0
@@ -39,13 +38,6 @@ def _check(gamma, reduction):
         )
     if not gamma >= 0:
         raise ValueError(f"softmax_focal: gamma must be >= 0; got {gamma!r}")
-
-
-def _log_softmax(x, axis):
-    """x - logsumexp(x, axis), exact for logits of any size."""
-    if x.dtype == ms.float32:
-        return ops.log_softmax(x, axis)
-    return x - ops.logsumexp(x, axis, keepdim=True)
 
 
 def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
@@ -74,8 +66,7 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
     gamma = ms.Tensor(gamma, dtype)
     target = ops.reshape(target, (N, 1))
     if alpha is None:  # specialised: the defaults substituted into the loss
-        log_probs = _log_softmax(input, -1)
-        picked = ops.gather_elements(log_probs, -1, target)
+        picked = ops.gather_elements(input, -1, target) - ops.logsumexp(input, -1, keepdim=True)
         t = -ops.expm1(picked)
         frozen = ops.stop_gradient(t)
         t_1 = t > 0
@@ -88,8 +79,7 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
             result = loss.sum() / loss.size
     else:
         picked = ops.gather(ops.reshape(alpha, (-1,)), target, 0)
-        log_probs = _log_softmax(input, -1)
-        picked_1 = ops.gather_elements(log_probs, -1, target)
+        picked_1 = ops.gather_elements(input, -1, target) - ops.logsumexp(input, -1, keepdim=True)
         t = -ops.expm1(picked_1)
         frozen = ops.stop_gradient(t)
         t_1 = t > 0

@@ -15,11 +15,14 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    magnitude = abs(input - target)
-    t = -log(2) + magnitude + log1p(exp(-2*magnitude))
-    loss = weight*t
+    t = input - target
+    magnitude = abs(t)
+    t_1 = -log(2) + magnitude + softplus(-2*magnitude)
+    magnitude_1 = abs(clip(t, -2, 2))
+    branch = where(magnitude < 2, log1p(expm1(magnitude_1)**2*exp(-magnitude_1)/2), t_1)
+    loss = weight*branch
 
-    with weight None: loss = t
+    with weight None: loss = branch
 """
 
 import paddle
@@ -60,11 +63,18 @@ def log_cosh(input, target, weight=None, *, reduction="mean"):
             weight = paddle.cast(weight, "float32")
     dtype = input.dtype
     if weight is None:  # specialised: the defaults substituted into the loss
-        magnitude = paddle.abs(input - target)
-        loss = (
+        t = input - target
+        magnitude = paddle.abs(t)
+        t_1 = (
             magnitude
-            + paddle.log1p(paddle.exp(-2 * magnitude))
+            + F.softplus(-2 * magnitude, threshold=40.0)
             - paddle.full([], 0.6931471805599453, dtype=dtype)
+        )
+        magnitude_1 = paddle.abs(paddle.clip(t, -2, 2))
+        loss = paddle.where(
+            magnitude < 2,
+            paddle.log1p(paddle.square(paddle.expm1(magnitude_1)) * paddle.exp(-magnitude_1) / 2),
+            t_1,
         )
         if reduction == "none":
             result = loss
@@ -73,13 +83,20 @@ def log_cosh(input, target, weight=None, *, reduction="mean"):
         else:
             result = loss.mean()
     else:
-        magnitude = paddle.abs(input - target)
-        t = (
+        t = input - target
+        magnitude = paddle.abs(t)
+        t_1 = (
             magnitude
-            + paddle.log1p(paddle.exp(-2 * magnitude))
+            + F.softplus(-2 * magnitude, threshold=40.0)
             - paddle.full([], 0.6931471805599453, dtype=dtype)
         )
-        loss = weight * t
+        magnitude_1 = paddle.abs(paddle.clip(t, -2, 2))
+        branch = paddle.where(
+            magnitude < 2,
+            paddle.log1p(paddle.square(paddle.expm1(magnitude_1)) * paddle.exp(-magnitude_1) / 2),
+            t_1,
+        )
+        loss = weight * branch
         if reduction == "none":
             result = loss
         elif reduction == "sum":
