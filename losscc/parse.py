@@ -40,7 +40,7 @@ UNARY = {
     "abs": ir.real_abs, "sigmoid": ir.sigmoid, "softplus": ir.softplus, "tanh": sp.tanh, "cosh": sp.cosh,
     "square": lambda x: x**2,
     # relu'(0) = 0 (torch, both frameworks' relu); max(x, 0) passes the gradient at 0 (clamp)
-    "relu": lambda x: sp.Piecewise((x, sp.StrictGreaterThan(x, 0)), (0, True), evaluate=False),
+    "relu": lambda x: ir.Where(sp.StrictGreaterThan(x, 0), x, 0),
     "log_sigmoid": lambda x: -ir.softplus(-x),
 }
 REDUCE = {"sum": ir.ReduceSum, "mean": ir.ReduceMean, "logsumexp": ir.LogSumExp}
