@@ -762,3 +762,34 @@ def test_float32_extreme_values_and_gradients_are_finite_and_right(rule, formula
         ok = np.abs(gw) < 3e38
         assert np.all(np.isfinite(g[ok])), (name, g)
         np.testing.assert_allclose(g[ok], gw[ok], rtol=2e-5, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("backend", ["mindspore", "paddle"])
+def test_generated_log_cosh_keeps_relative_accuracy_near_zero(backend):
+    """The committed log_cosh, float64 eager: per-element relative error below 1e-14 from
+    |d| = 1e-10 to 800 (the single far form gave 1.11e-16 for 5e-17 at d = 1e-8) in Paddle.
+    MindSpore's CPU float64 log1p and expm1 are computed as log(1 + u) and about exp(u) - 1
+    (log1p(5e-21) = 0, expm1(1e-10) off by 8e-8 relative), which caps it near 0: there only
+    the absolute error is below 1e-16, and from |d| = 0.5 on the relative one below 1e-14."""
+    from losscc import verify
+
+    spec = load_spec(ROOT / "specs" / "log_cosh.yaml")
+    mod = verify.load_module(ROOT / "generated" / backend / "log_cosh.py", f"rw_log_cosh_{backend}")
+    d = np.array([1e-10, -1e-8, 3e-5, 1e-3, 0.5, -1.9, 2.0, 2.1, 30.0, -800.0])
+    case = verify.CaseData("small", "test", {"input": d, "target": np.zeros_like(d)}, {})
+    vals, _ = verify.RUNNERS[backend]().run(mod, spec, case, "float64", "eager", ["none"])
+    with mpmath.workdps(60):
+        truth = np.array([float(mpmath.log(mpmath.cosh(mpmath.mpf(v)))) for v in d])
+    if backend == "mindspore":
+        from mindspore import ops
+
+        import mindspore as ms_
+
+        tiny = ms_.Tensor(np.array([5e-21, 1e-10]), ms_.float64)
+        assert ops.log1p(tiny).asnumpy()[0] == 0.0  # the kernel's limit, not the formula's
+        assert abs(ops.expm1(tiny).asnumpy()[1] / 1e-10 - 1) > 1e-9
+        np.testing.assert_allclose(vals["none"], truth, rtol=1e-6, atol=1e-16)
+        d_far = np.abs(d) >= 0.5
+        np.testing.assert_allclose(vals["none"][d_far], truth[d_far], rtol=1e-14, atol=0)
+        return
+    np.testing.assert_allclose(vals["none"], truth, rtol=1e-14, atol=0)
