@@ -347,7 +347,7 @@ class Evaluator:
         out = ev(args[0])
         for k, a in enumerate(args[1:]):
             v = ev(a)
-            order = self._fixed((e, k), lambda: _apply2(bigger, out, v))
+            order = self._fixed((e, k), lambda u=out, w=v: _apply2(bigger, u, w))
             tie = out if self._is_bound(a) else (out + v) / 2
             out = _where(order > 0, out, _where(order < 0, v, tie))
         return out

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-import mindspore as ms  # noqa: F401  (before paddle)
+import mindspore as ms  # (before paddle)
 import mpmath
 import numpy as np
 import pytest
