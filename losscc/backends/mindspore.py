@@ -10,8 +10,10 @@ BACKEND = Backend(
     ops=_freeze({
         "exp": "ops.exp({x})",
         "log": "ops.log({x})",
-        "log1p": "ops.log1p({x})",
-        "expm1": "ops.expm1({x})",
+        # the CPU kernels compute log(1 + x) and about exp(x) - 1 (0 at x = 1e-30): float64
+        # takes an accurate composition (docs/operator_choices.md)
+        "log1p": "_log1p({x})",
+        "expm1": "_expm1({x})",
         "sqrt": "ops.sqrt({x})",
         "rsqrt": "ops.rsqrt({x})",
         "abs": "ops.abs({x})",
@@ -67,6 +69,25 @@ BACKEND = Backend(
     # it computes float64 inputs in float32: float64 takes the composition (the dtype test
     # is resolved when ms.jit compiles)
     helpers=_freeze({
+        "log1p": '''def _log1p(x):
+    """log(1 + x), accurate near 0 in float64: log(1 + x) * x / ((1 + x) - 1), and x where
+    1 + x rounds to 1 (the CPU kernel computes log(1 + x))."""
+    if x.dtype != ms.float64:
+        return ops.log1p(x)  # the float32 log is not accurate enough near 1 for the quotient
+    y = 1 + x
+    z = y - 1
+    keep = ops.logical_or(z == 0, ops.isinf(x))
+    return ops.where(keep, x, ops.log(y) * (x / ops.where(keep, ops.ones_like(z), z)))''',
+        "expm1": '''def _expm1(x):
+    """exp(x) - 1, accurate near 0 in float64: (exp(x) - 1) * x / log(exp(x)), and x where
+    exp(x) rounds to 1 (the CPU kernel loses x below about 1e-8)."""
+    if x.dtype != ms.float64:
+        return ops.expm1(x)  # the float32 log is not accurate enough near 1 for the quotient
+    u = ops.exp(x)
+    um = u - 1
+    keep = ops.logical_or(ops.logical_or(um == 0, um == -1), ops.isinf(u))
+    ratio = x / ops.log(ops.where(keep, ops.full_like(u, 2), u))
+    return ops.where(keep, ops.where(um == 0, x, um), um * ratio)''',
         "softplus": '''def _softplus(x):
     """log(1 + exp(x)) without overflow; gradient sigmoid(x), also at x = 0."""
     if x.dtype == ms.float32:
