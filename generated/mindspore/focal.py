@@ -40,6 +40,18 @@ def _check(alpha, gamma, reduction):
         raise ValueError(f"focal: gamma must be >= 0; got {gamma!r}")
 
 
+def _expm1(x):
+    """exp(x) - 1, accurate near 0 in float64: (exp(x) - 1) * x / log(exp(x)), and x where
+    exp(x) rounds to 1 (the CPU kernel loses x below about 1e-8)."""
+    if x.dtype != ms.float64:
+        return ops.expm1(x)  # the float32 log is not accurate enough near 1 for the quotient
+    u = ops.exp(x)
+    um = u - 1
+    keep = ops.logical_or(ops.logical_or(um == 0, um == -1), ops.isinf(u))
+    ratio = x / ops.log(ops.where(keep, ops.full_like(u, 2), u))
+    return ops.where(keep, ops.where(um == 0, x, um), um * ratio)
+
+
 def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
     """Multi-class focal loss (Lin et al., 2017) for class imbalance.
 
@@ -64,7 +76,7 @@ def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
     gamma = ms.Tensor(gamma, dtype)
     label = ops.reshape(label, (N, 1))
     picked = ops.gather_elements(logits, -1, label) - ops.logsumexp(logits, -1, keepdim=True)
-    t = -ops.expm1(picked)
+    t = -_expm1(picked)
     frozen = ops.stop_gradient(t)
     t_1 = t > 0
     loss = -(alpha * picked * ops.where(t_1, ops.where(t_1, t, 1) ** gamma, frozen**gamma))

@@ -50,6 +50,29 @@ def _softplus(x):
     )
 
 
+def _expm1(x):
+    """exp(x) - 1, accurate near 0 in float64: (exp(x) - 1) * x / log(exp(x)), and x where
+    exp(x) rounds to 1 (the CPU kernel loses x below about 1e-8)."""
+    if x.dtype != ms.float64:
+        return ops.expm1(x)  # the float32 log is not accurate enough near 1 for the quotient
+    u = ops.exp(x)
+    um = u - 1
+    keep = ops.logical_or(ops.logical_or(um == 0, um == -1), ops.isinf(u))
+    ratio = x / ops.log(ops.where(keep, ops.full_like(u, 2), u))
+    return ops.where(keep, ops.where(um == 0, x, um), um * ratio)
+
+
+def _log1p(x):
+    """log(1 + x), accurate near 0 in float64: log(1 + x) * x / ((1 + x) - 1), and x where
+    1 + x rounds to 1 (the CPU kernel computes log(1 + x))."""
+    if x.dtype != ms.float64:
+        return ops.log1p(x)  # the float32 log is not accurate enough near 1 for the quotient
+    y = 1 + x
+    z = y - 1
+    keep = ops.logical_or(z == 0, ops.isinf(x))
+    return ops.where(keep, x, ops.log(y) * (x / ops.where(keep, ops.ones_like(z), z)))
+
+
 def log_cosh(input, target, weight=None, *, reduction="mean"):
     """Log-cosh regression loss, log(cosh(input - target)), as tf.keras.losses.LogCosh.
 
@@ -78,7 +101,7 @@ def log_cosh(input, target, weight=None, *, reduction="mean"):
         magnitude_1 = ops.abs(ops.clamp(t, -2, 2))
         loss = ops.where(
             magnitude < 2,
-            ops.log1p(ops.expm1(magnitude_1) ** 2 * ops.exp(-magnitude_1) / 2),
+            _log1p(_expm1(magnitude_1) ** 2 * ops.exp(-magnitude_1) / 2),
             magnitude + _softplus(-2 * magnitude) - ms.Tensor(0.6931471805599453, dtype),
         )
         if reduction == "none":
@@ -93,7 +116,7 @@ def log_cosh(input, target, weight=None, *, reduction="mean"):
         magnitude_1 = ops.abs(ops.clamp(t, -2, 2))
         branch = ops.where(
             magnitude < 2,
-            ops.log1p(ops.expm1(magnitude_1) ** 2 * ops.exp(-magnitude_1) / 2),
+            _log1p(_expm1(magnitude_1) ** 2 * ops.exp(-magnitude_1) / 2),
             magnitude + _softplus(-2 * magnitude) - ms.Tensor(0.6931471805599453, dtype),
         )
         loss = weight * branch

@@ -40,6 +40,18 @@ def _check(gamma, reduction):
         raise ValueError(f"softmax_focal: gamma must be >= 0; got {gamma!r}")
 
 
+def _expm1(x):
+    """exp(x) - 1, accurate near 0 in float64: (exp(x) - 1) * x / log(exp(x)), and x where
+    exp(x) rounds to 1 (the CPU kernel loses x below about 1e-8)."""
+    if x.dtype != ms.float64:
+        return ops.expm1(x)  # the float32 log is not accurate enough near 1 for the quotient
+    u = ops.exp(x)
+    um = u - 1
+    keep = ops.logical_or(ops.logical_or(um == 0, um == -1), ops.isinf(u))
+    ratio = x / ops.log(ops.where(keep, ops.full_like(u, 2), u))
+    return ops.where(keep, ops.where(um == 0, x, um), um * ratio)
+
+
 def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
     """Softmax focal loss with per-class alpha (Lin et al., 2017).
 
@@ -67,7 +79,7 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
     target = ops.reshape(target, (N, 1))
     if alpha is None:  # specialised: the defaults substituted into the loss
         picked = ops.gather_elements(input, -1, target) - ops.logsumexp(input, -1, keepdim=True)
-        t = -ops.expm1(picked)
+        t = -_expm1(picked)
         frozen = ops.stop_gradient(t)
         t_1 = t > 0
         loss = -0.25 * picked * ops.where(t_1, ops.where(t_1, t, 1) ** gamma, frozen**gamma)
@@ -80,7 +92,7 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
     else:
         picked = ops.gather(ops.reshape(alpha, (-1,)), target, 0)
         picked_1 = ops.gather_elements(input, -1, target) - ops.logsumexp(input, -1, keepdim=True)
-        t = -ops.expm1(picked_1)
+        t = -_expm1(picked_1)
         frozen = ops.stop_gradient(t)
         t_1 = t > 0
         loss = -(picked * picked_1 * ops.where(t_1, ops.where(t_1, t, 1) ** gamma, frozen**gamma))
