@@ -328,8 +328,12 @@ class Lowerer:
 
     def add(self, e: sp.Add) -> tuple[str, int]:
         terms = list(e.args)
-        # positive terms first reads naturally: "1 - x", "a + b - c"
-        terms.sort(key=lambda t: _is_negative(t))
+        # positive terms first reads naturally: "1 - x", "a + b - c". Constants (numbers and
+        # hyperparameters) go last after two or more tensor terms, one of them positive, as in
+        # "x1 - x2 + eps": SymPy's order "eps + x1 - x2" loses eps in float32 when x1 == x2
+        tensors = [t for t in terms if not self._constant_bound(t)]
+        last = len(tensors) >= 2 and not all(_is_negative(t) for t in tensors) and len(tensors) < len(terms)
+        terms.sort(key=lambda t: (last and self._constant_bound(t), _is_negative(t)))
         out = ""
         for k, t in enumerate(terms):
             if _is_negative(t):
@@ -374,19 +378,29 @@ class Lowerer:
         return power(self.wrap(base, ATOM), self.wrap(ex, ATOM)), POW
 
     def minmax(self, e) -> tuple[str, int]:
-        """max/min as where(a >= b, a, b): at a tie the gradient goes to the first argument,
-        which is the convention of torch.clamp (the hinge of margin losses passes gradient).
+        """max/min, folded left over the arguments (tensors first, then bounds).
 
-        A tensor against a bound that is not differentiated (a number or a hyperparameter)
-        is a one-sided clip, which both backends' clip kernels compute with the same tie
-        convention at a fraction of where's cost."""
+        Against a bound that is not differentiated (a number or a hyperparameter) it is a
+        one-sided clip: at a tie the gradient goes to the tensor (torch.clamp's convention,
+        the hinge of margin losses passes gradient). Between two differentiated values it is
+        maximum/minimum: at a tie each side gets half (torch.maximum's convention); both
+        backends' kernels do both (docs/spec.md, "Gradients at ties and kinks")."""
         args = list(e.args)
-        # tensors first, then scalars: max(z, 0) ties go to z
-        args.sort(key=lambda a: 0 if self.typeof(a).axes else 1)
-        if len(args) == 2 and self.typeof(args[0]).axes and self._constant_bound(args[1]):
-            bound = self.value(args[1])
-            key = "clip_min" if isinstance(e, sp.Max) else "clip_max"
-            return self.op(key, x=self.value(args[0]), lo=bound, hi=bound), ATOM
+        args.sort(key=lambda a: 0 if not self._constant_bound(a) else 1)
+        clip = "clip_min" if isinstance(e, sp.Max) else "clip_max"
+        pair = "maximum" if isinstance(e, sp.Max) else "minimum"
+        if self._constant_bound(args[0]):  # no tensor among the arguments: no gradient, no tie rule
+            return self._select_fold(e, args), ATOM
+        code = self.value(args[0])
+        for other in args[1:]:
+            if self._constant_bound(other):
+                bound = self.value(other)
+                code = self.op(clip, x=code, lo=bound, hi=bound)
+            else:
+                code = self.op(pair, x=code, y=self.value(other))
+        return code, ATOM
+
+    def _select_fold(self, e, args) -> str:
         rel = ">=" if isinstance(e, sp.Max) else "<="
         code = self.value(args[0])
         first_scalar = self.scalar_like(args[0])
@@ -395,7 +409,7 @@ class Lowerer:
             code = self.where_codes(f"{left} {rel} {self.wrap(other, CMP + 1)}", left, self.value(other),
                                     first_scalar, self.scalar_like(other))
             first_scalar = False
-        return code, ATOM
+        return code
 
     def _constant_bound(self, e) -> bool:
         """A scalar that no gradient flows into: numbers and hyperparameters."""

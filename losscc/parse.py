@@ -38,7 +38,9 @@ class _Fail(Exception):
 UNARY = {
     "exp": sp.exp, "log": sp.log, "log1p": ir.log1p, "expm1": ir.expm1, "sqrt": sp.sqrt,
     "abs": ir.real_abs, "sigmoid": ir.sigmoid, "softplus": ir.softplus, "tanh": sp.tanh, "cosh": sp.cosh,
-    "square": lambda x: x**2, "relu": lambda x: sp.Max(x, 0),
+    "square": lambda x: x**2,
+    # relu'(0) = 0 (torch, both frameworks' relu); max(x, 0) passes the gradient at 0 (clamp)
+    "relu": lambda x: ir.Where(sp.StrictGreaterThan(x, 0), x, 0),
     "log_sigmoid": lambda x: -ir.softplus(-x),
 }
 REDUCE = {"sum": ir.ReduceSum, "mean": ir.ReduceMean, "logsumexp": ir.LogSumExp}

@@ -4,9 +4,13 @@ It shares nothing with the lowering or the templates: it walks the *unrewritten*
 IR (no stable rewrites, no guards) on concrete NumPy inputs, in object arrays of
 ``mpmath.mpf`` at :data:`DPS` significant digits, so that a wrong operator
 mapping, a broken rewrite or a missing guard in the generated code shows up as a
-mismatch.  Gradients are central differences at that precision; points where the
-left and right differences disagree (kinks) are reported as non-differentiable
-and left out of gradient comparisons.
+mismatch.  Gradients are central differences at that precision, with every
+selection (comparison, max/min, clip, abs, maximum over an axis) made at the
+unperturbed point, so that at a tie the difference gives the documented one-sided
+value (docs/spec.md, "Gradients at ties and kinks"); points where the left and
+right differences still disagree (sqrt at 0: a true kink of a smooth operation) or
+that the precision does not resolve are reported as kinks and left out of gradient
+comparisons.
 
 Every tensor is held at the program's full rank (one dimension per axis; a
 variadic group expands to its runtime rank), size 1 where it lacks an axis, so
@@ -273,18 +277,10 @@ class Evaluator:
                 return _apply(_SQRT, base)
             return _apply2(_POW, base, ex)
         for cls, f in UNARY.items():
-            if isinstance(e, cls):
+            if isinstance(e, cls) and not isinstance(e, sp.Abs):
                 return _apply(f, ev(e.args[0]))
-        if isinstance(e, (sp.Max, sp.Min)):
-            vals = [ev(a) for a in e.args]
-            pick = np.frompyfunc(max if isinstance(e, sp.Max) else min, 2, 1)
-            out = vals[0]
-            for v in vals[1:]:
-                out = _apply2(pick, out, v)
-            return out
-        if isinstance(e, ir.Clip):
-            x, lo, hi = (ev(a) for a in e.args)
-            return _apply2(np.frompyfunc(min, 2, 1), _apply2(np.frompyfunc(max, 2, 1), x, lo), hi)
+        if isinstance(e, (sp.Max, sp.Min, ir.Clip, sp.Abs, sp.Rel)):
+            return self._selection(e, ev)
         if isinstance(e, sp.Piecewise):
             out = None
             for pair in reversed(e.args):
@@ -298,12 +294,6 @@ class Evaluator:
         if isinstance(e, (ir.Where, sp.ITE)):
             c, a, b = (ev(x) for x in e.args)
             return np.where(np.asarray(c, dtype=bool), a, b) if isinstance(c, np.ndarray) else (a if c else b)
-        if isinstance(e, sp.Rel):
-            a, b = ev(e.args[0]), ev(e.args[1])
-            f = {sp.StrictLessThan: lambda x, y: x < y, sp.LessThan: lambda x, y: x <= y,
-                 sp.StrictGreaterThan: lambda x, y: x > y, sp.GreaterThan: lambda x, y: x >= y,
-                 sp.Equality: lambda x, y: x == y, sp.Unequality: lambda x, y: x != y}[type(e)]
-            return np.frompyfunc(f, 2, 1)(a, b).astype(bool) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else bool(f(a, b))
         if isinstance(e, sp.And):
             out = ev(e.args[0])
             for a in e.args[1:]:
@@ -317,6 +307,62 @@ class Evaluator:
         if isinstance(e, sp.Not):
             return np.logical_not(ev(e.args[0]))
         return self._tensor(e, ev, env, memo)
+
+    # ------------------------------------------------------- ties and kinks
+    # The selections (comparisons, max/min, clip, abs, the maximum over an axis) are made
+    # at the unperturbed point and kept fixed while the differences perturb it (run's
+    # `freeze`): each side of a selection is then smooth, and the central difference is
+    # the gradient of the side chosen there, with the tie conventions of docs/spec.md:
+    # max/min against a bound (a number or hyperparameter) passes the gradient to the
+    # tensor, between two differentiated values each side gets half; clip passes it at
+    # its bounds; abs'(0) = 0; a condition picks one branch; the maximum over an axis
+    # shares it evenly among the tied entries.
+
+    def _fixed(self, e, compute):
+        """compute() at the unperturbed point (remembered), its remembered value while frozen."""
+        key = ("selection", e)
+        if self._freeze and key in self.frozen:
+            return self.frozen[key]
+        v = compute()
+        if not self._freeze:
+            self.frozen[key] = v
+        return v
+
+    def _selection(self, e, ev):
+        if isinstance(e, sp.Rel):
+            return self._fixed(e, lambda: self._relation(e, ev))
+        if isinstance(e, sp.Abs):
+            x = ev(e.args[0])
+            sign = self._fixed(e, lambda: _SIGN(x) if isinstance(x, np.ndarray) else mpmath.sign(x))
+            return sign * x
+        if isinstance(e, ir.Clip):
+            x, lo, hi = (ev(a) for a in e.args)
+            below, above = self._fixed(e, lambda: (x < lo, x > hi))
+            return _where(below, lo, _where(above, hi, x))
+        # max/min folded left, tensors first (as the lowering): a tie with a bound keeps the
+        # tensor, a tie of two differentiated values is their mean (half the gradient each)
+        args = sorted(e.args, key=self._is_bound)
+        bigger = np.frompyfunc((lambda u, v: (u > v) - (u < v)) if isinstance(e, sp.Max) else
+                               (lambda u, v: (u < v) - (u > v)), 2, 1)
+        out = ev(args[0])
+        for k, a in enumerate(args[1:]):
+            v = ev(a)
+            order = self._fixed((e, k), lambda u=out, w=v: _apply2(bigger, u, w))
+            tie = out if self._is_bound(a) else (out + v) / 2
+            out = _where(order > 0, out, _where(order < 0, v, tie))
+        return out
+
+    def _is_bound(self, a) -> bool:
+        """A value no gradient flows into: a number or an expression in hyperparameters."""
+        params = {self.prog.symbols[p.name] for p in self.prog.spec.params}
+        return a.free_symbols <= params and not a.has(ir.Item)
+
+    def _relation(self, e, ev):
+        a, b = ev(e.args[0]), ev(e.args[1])
+        f = {sp.StrictLessThan: lambda x, y: x < y, sp.LessThan: lambda x, y: x <= y,
+             sp.StrictGreaterThan: lambda x, y: x > y, sp.GreaterThan: lambda x, y: x >= y,
+             sp.Equality: lambda x, y: x == y, sp.Unequality: lambda x, y: x != y}[type(e)]
+        return np.frompyfunc(f, 2, 1)(a, b).astype(bool) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else bool(f(a, b))
 
     def _tensor(self, e, ev, env, memo):
         L = self.layout
@@ -362,7 +408,10 @@ class Evaluator:
             n = int(np.prod([x.shape[d] for d in dims]))
             return _sum_axes(x, dims) / n
         if isinstance(e, ir.ReduceMax):
-            return np.max(x, axis=dims, keepdims=True)
+            top = np.max(x, axis=dims, keepdims=True)
+            hit = self._fixed(e, lambda: np.asarray(x == top, dtype=bool))
+            # the tied entries' mean: equal to the maximum, gradient shared evenly among them
+            return _sum_axes(np.where(hit, x, mpmath.mpf(0)), dims) / _sum_axes(hit.astype(int), dims)
         if isinstance(e, ir.ARG_EXTREMA):
             (d,) = dims
             return np.expand_dims(np.apply_along_axis(_first_max if isinstance(e, ir.ArgMax) else _first_min,
@@ -403,6 +452,15 @@ def _first_min(v) -> int:
         if v[k] < v[best]:
             best = k
     return best
+
+
+_SIGN = np.frompyfunc(lambda v: mpmath.mpf(mpmath.sign(v)), 1, 1)
+
+
+def _where(c, a, b):
+    if isinstance(c, np.ndarray):
+        return np.where(c.astype(bool), a, b)
+    return a if c else b
 
 
 def _apply(f, x):

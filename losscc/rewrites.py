@@ -113,10 +113,64 @@ def _expm1(e):
     return None
 
 
+def _is_one(v) -> bool:
+    return v.is_Number and v == 1
+
+
+def _softplus(e):
+    """log(1 + exp(x)), log(exp(x) + 1), log1p(exp(x)) -> softplus(x)."""
+    if isinstance(e, ir.log1p) and isinstance(e.args[0], sp.exp):
+        return ir.softplus(e.args[0].args[0])
+    if isinstance(e, sp.log) and isinstance(e.args[0], sp.Add) and len(e.args[0].args) == 2:
+        a, b = e.args[0].args
+        if _is_one(a) and isinstance(b, sp.exp):
+            return ir.softplus(b.args[0])
+        if _is_one(b) and isinstance(a, sp.exp):
+            return ir.softplus(a.args[0])
+    return None
+
+
+def _log_add_exp(e):
+    """log(exp(a) + exp(b)) -> where(a >= b, a + softplus(b - a), b + softplus(a - b)).
+
+    Each branch starts from the larger argument, so neither overflows nor cancels; the
+    untaken branch is finite (softplus of a positive number is about that number) and
+    at a = b both give gradient 1/2 to each side, as the smooth original does."""
+    if not (isinstance(e, sp.log) and isinstance(e.args[0], sp.Add) and len(e.args[0].args) == 2):
+        return None
+    u, v = e.args[0].args
+    if not (isinstance(u, sp.exp) and isinstance(v, sp.exp)):
+        return None
+    a, b = u.args[0], v.args[0]
+    return ir.Where(sp.Ge(a, b, evaluate=False), a + ir.softplus(b - a), b + ir.softplus(a - b))
+
+
+def _log_of_exp_product(e):
+    """log(c * exp(x)) -> log(c) + x: exp(x) overflows long before the product's log does."""
+    if not (isinstance(e, sp.log) and isinstance(e.args[0], sp.Mul)):
+        return None
+    exps = [f for f in e.args[0].args if isinstance(f, sp.exp)]
+    if not exps:
+        return None
+    rest = sp.Mul(*[f for f in e.args[0].args if not isinstance(f, sp.exp)])
+    return sp.log(rest) + sp.Add(*[f.args[0] for f in exps])
+
+
+# log(cosh(x)) near 0: cosh(x) - 1 = expm1(|x|)**2 * exp(-|x|) / 2 is computed to a few ulps, so
+# log1p of it is too; from |x| = 2 on, |x| + log1p(exp(-2|x|)) - log(2) is at least 1.32 and
+# its terms cancel by less than a factor 2. The small form reads x clipped to the threshold,
+# so its untaken side stays finite (expm1(|x|)**2 overflows float32 beyond |x| = 44).
+LOG_COSH_SWITCH = 2
+
+
 def _log_cosh(e):
     if isinstance(e, sp.log) and isinstance(e.args[0], sp.cosh):
-        a = ir.real_abs(e.args[0].args[0])
-        return a + ir.log1p(sp.exp(-2 * a)) - sp.log(2)
+        x = e.args[0].args[0]
+        a = ir.real_abs(x)
+        small = ir.real_abs(ir.Clip(x, -LOG_COSH_SWITCH, LOG_COSH_SWITCH))
+        near = ir.log1p(ir.expm1(small) ** 2 * sp.exp(-small) / 2)
+        far = a + ir.softplus(-2 * a) - sp.log(2)
+        return sp.Piecewise((near, sp.StrictLessThan(a, LOG_COSH_SWITCH)), (far, True), evaluate=False)
     return None
 
 
@@ -169,7 +223,12 @@ STABILITY = (
     Rewrite("logsumexp", "log(sum(exp(x))) overflows; logsumexp subtracts the maximum", _log_sum_exp),
     Rewrite("one-minus-sigmoid", "1 - sigmoid(x) = sigmoid(-x) without cancellation", _one_minus_sigmoid),
     Rewrite("log-sigmoid", "log(sigmoid(x)) = -softplus(-x), finite for large |x|", _log_sigmoid),
-    Rewrite("log-cosh", "cosh overflows beyond |x| = 89 in float32; log(cosh(x)) = |x| + log1p(exp(-2|x|)) - log(2)",
+    Rewrite("softplus", "log(1 + exp(x)) overflows for large x; softplus(x) does not", _softplus),
+    Rewrite("log-add-exp", "log(exp(a) + exp(b)) overflows; the larger argument plus softplus of the "
+            "difference does not", _log_add_exp),
+    Rewrite("log-of-exp-product", "log(c * exp(x)) = log(c) + x, no exp to overflow", _log_of_exp_product),
+    Rewrite("log-cosh", "cosh overflows beyond |x| = 89 in float32; log(cosh(x)) is "
+            "log1p(expm1(|x|)**2 * exp(-|x|) / 2) below |x| = 2 and |x| + softplus(-2|x|) - log(2) above",
             _log_cosh),
     Rewrite("log1p", "log(1 + x) loses x when |x| is small; log1p(x) does not", _log1p),
     Rewrite("expm1", "exp(x) - 1 cancels near 0; expm1(x) does not", _expm1),
@@ -227,8 +286,11 @@ def optimize(expr: sp.Expr, rules=STABILITY, memo: dict | None = None,
 # is multiplied by zero, and 0 * inf = NaN.  So inside each branch the arguments of
 # operations that are singular somewhere (log, division, sqrt, fractional powers)
 # are replaced by where(c, arg, 1): the same value where the branch is taken, a
-# harmless 1 where it is not.  Arguments that a small range analysis proves
-# positive are left alone, so exact formulas stay exact and fast.
+# harmless 1 where it is not.  Operations that overflow (exp, expm1, cosh, sinh and
+# integer powers x**k, k >= 3) get where(c, arg, 0) (where(c, base, 1) for powers) the
+# same way.  Arguments that a small range analysis proves positive (for the singular
+# operations) or bounded or non-positive (for exp) are left alone, so exact formulas
+# stay exact and fast.
 
 
 def is_positive(e, prog) -> bool:
@@ -355,12 +417,58 @@ def _guard_under(e, cond, prog, memo, fired):
         new = out.func(safe(out.args[0]), *out.args[1:])
     elif isinstance(out, ir.log1p) and not is_nonneg(out.args[0], prog):
         new = ir.log1p(ir.Where(cond, out.args[0], 0))  # log1p is singular at -1
+    elif _overflows(out, prog):
+        new = out.func(ir.Where(cond, out.args[0], 0 if not isinstance(out, sp.Pow) else 1), *out.args[1:])
     if new is not out:
         if new != out:
             fired.append(Fired("guard-untaken-branch", out, new))
             out = new
     memo[key] = out
     return out
+
+
+def _overflows(e, prog) -> bool:
+    """exp, expm1, cosh, sinh of an argument that may be large, or x**k (k >= 3) of a base
+    that may be: inf in the untaken branch, and 0 * inf = NaN in its gradient.  Squares are
+    left alone: their derivative 2x is finite at every finite input, and the value
+    overflows only beyond |x| = 1.8e19 (float32)."""
+    if isinstance(e, (sp.exp, ir.expm1)):
+        x = e.args[0]
+        return not (is_nonneg(-x, prog) or is_bounded(x, prog))
+    if isinstance(e, (sp.cosh, sp.sinh)):
+        return not is_bounded(e.args[0], prog)
+    if isinstance(e, sp.Pow) and e.args[1].is_Integer and e.args[1] >= 3:
+        return not is_bounded(e.args[0], prog)
+    return False
+
+
+def is_bounded(e, prog) -> bool:
+    """True when |e| is at most a modest constant (no overflow in exp(e) or e**k, k small)
+    for every input the declared domains allow: numbers, inputs with a finite domain,
+    sigmoid, tanh, softmax, one-hot, a clip to numeric bounds, and sums and products of these."""
+    if e.is_Number:
+        return bool(e.is_finite) and abs(float(e)) <= 50
+    if isinstance(e, sp.Symbol):
+        for i in prog.spec.inputs:
+            if i.name == e.name:
+                d = i.domain
+                if d.is_set:
+                    return all(abs(v) <= 50 for v in d.values)
+                return all(isinstance(v, float) and abs(v) <= 50 for v in (d.lo, d.hi))
+        return False
+    if isinstance(e, (ir.sigmoid, sp.tanh, ir.Softmax, ir.OneHot)):
+        return True
+    if isinstance(e, ir.Clip):
+        return all(b.is_Number and abs(float(b)) <= 50 for b in e.args[1:])
+    if isinstance(e, (sp.Abs, ir.StopGradient, ir.Gather, ir.ReduceMax, ir.ReduceMean)):
+        return is_bounded(e.args[0], prog)
+    if isinstance(e, (sp.Add, sp.Mul, sp.Max, sp.Min)):
+        return all(is_bounded(a, prog) for a in e.args)
+    if isinstance(e, sp.Pow):
+        return e.args[1].is_Integer and 0 <= e.args[1] <= 4 and is_bounded(e.args[0], prog)
+    if isinstance(e, ir.Where):
+        return is_bounded(e.args[1], prog) and is_bounded(e.args[2], prog)
+    return False
 
 
 def guard_branches(expr, prog, fired: list | None = None, memo: dict | None = None):

@@ -60,15 +60,20 @@ def test_paddle_gathers_without_broadcast_and_the_log_softmax_row_is_not_built()
     assert "logp = input - _logsumexp(input" in source("cross_entropy", "paddle")
 
 
-def test_mindspore_native_kernels_only_in_float32():
+def test_mindspore_log_softmax_is_the_exact_composition():
     code = source("focal", "mindspore")
-    assert "if x.dtype == ms.float32:\n        return ops.log_softmax(x, axis)" in code
-    assert "return x - ops.logsumexp(x, axis, keepdim=True)" in code
-    # the reason: the CPU kernel computes float64 in float32
+    assert "ops.log_softmax" not in code
+    assert "picked = ops.gather_elements(logits, -1, label) - ops.logsumexp(logits, -1, keepdim=True)" in code
+    # a reason: the CPU kernel computes float64 in float32 (float32: tests/test_float32_order.py)
     z = np.array([[0.0, 1.0, 2.0, -70.0], [3.0, -1.0, 0.5, 2.0]])
     exact = z - np.log(np.exp(z - z.max(1, keepdims=True)).sum(1, keepdims=True)) - z.max(1, keepdims=True)
     native = ops.log_softmax(ms.Tensor(z), -1).asnumpy()
     assert np.max(np.abs(native - exact)) > 1e-9
+
+
+def test_mindspore_native_softplus_only_in_float32():
+    code = source("bce_with_logits", "mindspore")
+    assert "if x.dtype == ms.float32:\n        return ops.softplus(x)" in code
 
 
 def test_boolean_hyperparameter_branches_skip_the_untaken_side():

@@ -23,8 +23,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     p = stop_gradient(input)
     slope = stop_gradient(weight*(-target + p)/max(9.999999960041972e-13, (1 - p)*p))
     t = -p
-    t_1 = target*max(-100, log(p)) + (1 - target)*max(-100, log1p(t))
-    loss = (input + t)*slope - weight*t_1
+    t_1 = weight*(target*max(-100, log(p)) + (1 - target)*max(-100, log1p(t)))
+    loss = (input + t)*slope - t_1
 
     with weight None: loss = (input + t)*stop_gradient((-target +
         p)/max(9.999999960041972e-13, (1 + t)*p)) - target*max(-100, log(p)) - (1 -
@@ -44,6 +44,17 @@ def _check(reduction):
             "bce: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
+
+
+def _log1p(x):
+    """log(1 + x), accurate near 0 in float64: log(1 + x) * x / ((1 + x) - 1), and x where
+    1 + x rounds to 1 (the CPU kernel computes log(1 + x))."""
+    if x.dtype != ms.float64:
+        return ops.log1p(x)  # the float32 log is not accurate enough near 1 for the quotient
+    y = 1 + x
+    z = y - 1
+    keep = ops.logical_or(z == 0, ops.isinf(x))
+    return ops.where(keep, x, ops.log(y) * (x / ops.where(keep, ops.ones_like(z), z)))
 
 
 def bce(input, target, weight=None, *, reduction="mean"):
@@ -77,7 +88,7 @@ def bce(input, target, weight=None, *, reduction="mean"):
         loss = (
             (input - p) * slope
             - target * ops.clamp(ops.log(p), min=-100)
-            - (1 - target) * ops.clamp(ops.log1p(t), min=-100)
+            - (1 - target) * ops.clamp(_log1p(t), min=-100)
         )
         if reduction == "none":
             result = loss
@@ -91,10 +102,10 @@ def bce(input, target, weight=None, *, reduction="mean"):
             weight * (p - target) / ops.clamp((1 - p) * p, min=9.999999960041972e-13)
         )
         t = -p
-        t_1 = target * ops.clamp(ops.log(p), min=-100) + (1 - target) * ops.clamp(
-            ops.log1p(t), min=-100
+        t_1 = weight * (
+            target * ops.clamp(ops.log(p), min=-100) + (1 - target) * ops.clamp(_log1p(t), min=-100)
         )
-        loss = (input - p) * slope - weight * t_1
+        loss = (input - p) * slope - t_1
         if reduction == "none":
             result = loss
         elif reduction == "sum":

@@ -19,8 +19,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
     frozen = stop_gradient(teacher)
     pseudo = argmax(frozen, axis=C)
-    log_probs = log_softmax(student, axis=C)
-    picked = log_probs[pseudo]
+    picked = log_softmax(student, axis=C)[pseudo]
     loss = -picked
 """
 
@@ -37,13 +36,6 @@ def _check(reduction):
             "distill_hard: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-
-
-def _log_softmax(x, axis):
-    """x - logsumexp(x, axis), exact for logits of any size."""
-    if x.dtype == ms.float32:
-        return ops.log_softmax(x, axis)
-    return x - ops.logsumexp(x, axis, keepdim=True)
 
 
 def distill_hard(student, teacher, *, reduction="mean"):
@@ -66,8 +58,7 @@ def distill_hard(student, teacher, *, reduction="mean"):
     N = student.shape[0]
     frozen = ops.stop_gradient(teacher)
     pseudo = ops.argmax(frozen, -1, keepdim=True)
-    log_probs = _log_softmax(student, -1)
-    picked = ops.gather_elements(log_probs, -1, pseudo)
+    picked = ops.gather_elements(student, -1, pseudo) - ops.logsumexp(student, -1, keepdim=True)
     loss = -picked
     if reduction == "none":
         result = ops.reshape(loss, (N,))

@@ -15,8 +15,7 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    log_probs = log_softmax(logits, axis=C)
-    picked = log_probs[label]
+    picked = log_softmax(logits, axis=C)[label]
     t = -expm1(picked)
     frozen = stop_gradient(t)
     t_1 = t > 0
@@ -58,11 +57,16 @@ def _check(alpha, gamma, reduction):
         )
 
 
-def _log_softmax(x, axis):
-    """x - logsumexp(x, axis), exact for logits of any size."""
-    if x.dtype == ms.float32:
-        return ops.log_softmax(x, axis)
-    return x - ops.logsumexp(x, axis, keepdim=True)
+def _expm1(x):
+    """exp(x) - 1, accurate near 0 in float64: (exp(x) - 1) * x / log(exp(x)), and x where
+    exp(x) rounds to 1 (the CPU kernel loses x below about 1e-8)."""
+    if x.dtype != ms.float64:
+        return ops.expm1(x)  # the float32 log is not accurate enough near 1 for the quotient
+    u = ops.exp(x)
+    um = u - 1
+    keep = ops.logical_or(ops.logical_or(um == 0, um == -1), ops.isinf(u))
+    ratio = x / ops.log(ops.where(keep, ops.full_like(u, 2), u))
+    return ops.where(keep, ops.where(um == 0, x, um), um * ratio)
 
 
 def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
@@ -89,9 +93,8 @@ def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
     alpha = ms.Tensor(alpha, dtype)
     gamma = ms.Tensor(gamma, dtype)
     label = ops.reshape(label, (N, 1))
-    log_probs = _log_softmax(logits, -1)
-    picked = ops.gather_elements(log_probs, -1, label)
-    t = -ops.expm1(picked)
+    picked = ops.gather_elements(logits, -1, label) - ops.logsumexp(logits, -1, keepdim=True)
+    t = -_expm1(picked)
     frozen = ops.stop_gradient(t)
     t_1 = t > 0
     loss = -(

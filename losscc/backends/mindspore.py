@@ -10,8 +10,10 @@ BACKEND = Backend(
     ops=_freeze({
         "exp": "ops.exp({x})",
         "log": "ops.log({x})",
-        "log1p": "ops.log1p({x})",
-        "expm1": "ops.expm1({x})",
+        # the CPU kernels compute log(1 + x) and about exp(x) - 1 (0 at x = 1e-30): float64
+        # takes an accurate composition (docs/operator_choices.md)
+        "log1p": "_log1p({x})",
+        "expm1": "_expm1({x})",
         "sqrt": "ops.sqrt({x})",
         "rsqrt": "ops.rsqrt({x})",
         "abs": "ops.abs({x})",
@@ -33,7 +35,11 @@ BACKEND = Backend(
         "amax": "ops.amax({x}, {axis}, keepdims=True)",
         "logsumexp": "ops.logsumexp({x}, {axis}, keepdim=True)",
         "softmax": "ops.softmax({x}, {axis})",
-        "log_softmax": "_log_softmax({x}, {axis})",
+        # the exact composition in every dtype: the CPU log_softmax kernel is off by up to
+        # 3.7e-6 in float32 (1600 ulps of its operands; the composition 50), and float64 it
+        # computes in float32 (docs/operator_choices.md)
+        "log_softmax": "{x} - ops.logsumexp({x}, {axis}, keepdim=True)",
+        "gather_log_softmax": "ops.gather_elements({x}, {axis}, {index}) - ops.logsumexp({x}, {axis}, keepdim=True)",
         "argmax": "ops.argmax({x}, {axis}, keepdim=True)",  # int64; ties: the first index
         "argmin": "ops.argmin({x}, {axis}, keepdims=True)",
         "round": "ops.round({x})",  # half to even, as the reference
@@ -59,20 +65,34 @@ BACKEND = Backend(
         "half_dtypes": "(ms.float16, ms.bfloat16)",
         "float32": "ms.float32",
     }),
-    # ops.softplus and ops.log_softmax are single kernels, 2.5-4x faster than their exact
-    # compositions, but on CPU they compute float64 inputs in float32: float64 takes the
-    # composition (the dtype test is resolved when ms.jit compiles)
+    # ops.softplus is a single kernel, 2.2x faster than its exact composition, but on CPU
+    # it computes float64 inputs in float32: float64 takes the composition (the dtype test
+    # is resolved when ms.jit compiles)
     helpers=_freeze({
+        "log1p": '''def _log1p(x):
+    """log(1 + x), accurate near 0 in float64: log(1 + x) * x / ((1 + x) - 1), and x where
+    1 + x rounds to 1 (the CPU kernel computes log(1 + x))."""
+    if x.dtype != ms.float64:
+        return ops.log1p(x)  # the float32 log is not accurate enough near 1 for the quotient
+    y = 1 + x
+    z = y - 1
+    keep = ops.logical_or(z == 0, ops.isinf(x))
+    return ops.where(keep, x, ops.log(y) * (x / ops.where(keep, ops.ones_like(z), z)))''',
+        "expm1": '''def _expm1(x):
+    """exp(x) - 1, accurate near 0 in float64: (exp(x) - 1) * x / log(exp(x)), and x where
+    exp(x) rounds to 1 (the CPU kernel loses x below about 1e-8)."""
+    if x.dtype != ms.float64:
+        return ops.expm1(x)  # the float32 log is not accurate enough near 1 for the quotient
+    u = ops.exp(x)
+    um = u - 1
+    keep = ops.logical_or(ops.logical_or(um == 0, um == -1), ops.isinf(u))
+    ratio = x / ops.log(ops.where(keep, ops.full_like(u, 2), u))
+    return ops.where(keep, ops.where(um == 0, x, um), um * ratio)''',
         "softplus": '''def _softplus(x):
     """log(1 + exp(x)) without overflow; gradient sigmoid(x), also at x = 0."""
     if x.dtype == ms.float32:
         return ops.softplus(x)  # x above 20; below about -17 the value flushes to 0
     positive = x > 0
     return ops.where(positive, x, ops.zeros_like(x)) + ops.log1p(ops.exp(ops.where(positive, -x, x)))''',
-        "log_softmax": '''def _log_softmax(x, axis):
-    """x - logsumexp(x, axis), exact for logits of any size."""
-    if x.dtype == ms.float32:
-        return ops.log_softmax(x, axis)
-    return x - ops.logsumexp(x, axis, keepdim=True)''',
     }),
 )

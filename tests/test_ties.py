@@ -1,0 +1,103 @@
+"""Gradients at ties and kinks (docs/spec.md, "Gradients at ties and kinks").
+
+Every selecting function is evaluated exactly at its ties, in both backends, eager and
+graph, float64, and its gradient compared with the documented convention, which the
+reference evaluator must give too (it makes its selections at the unperturbed point):
+
+* max/min of two differentiated values: half to each side (torch.maximum/minimum);
+* max/min against a bound (a number or a hyperparameter): all to the tensor (torch.clamp,
+  the hinge of margin losses);
+* relu: 0 at 0 (torch.relu); clip: 1 at either bound (torch.clamp); abs: 0 at 0;
+* where / Piecewise: the gradient of the branch whose condition holds at the point;
+* max/min over an axis: shared evenly among the tied entries (torch.amax).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import mindspore as ms  # noqa: F401  (before paddle)
+import numpy as np
+import pytest
+
+from losscc import verify
+from losscc.backends import get
+from losscc.emit import compile_spec
+from losscc.parse import build_program
+from losscc.reference import reference
+from losscc.spec import spec_from_text
+
+TERMS = {  # input(s) -> (term of the loss, values at and around the ties, expected gradients)
+    ("a", "b"): ("max(a, b)", ([0, 1, -1, 2], [0, 1, 3, -2]), ([0.5, 0.5, 0, 1], [0.5, 0.5, 1, 0])),
+    ("c", "d"): ("min(c, d)", ([0, 1, -1, 2], [0, 1, 3, -2]), ([0.5, 0.5, 1, 0], [0.5, 0.5, 0, 1])),
+    ("e",): ("max(e, 0)", ([0, 1, -1, 2],), ([1, 1, 0, 1],)),
+    ("f",): ("min(f, margin)", ([1, 0, 2, 1],), ([1, 1, 0, 1],)),
+    ("g",): ("relu(g)", ([0, 1, -1, 0],), ([0, 1, 0, 0],)),
+    ("h",): ("clip(h, 0, 1)", ([0, 1, -1, 2],), ([1, 1, 0, 0],)),
+    ("k",): ("abs(k)", ([0, 1, -1, 0],), ([0, 1, -1, 0],)),
+    ("m", "n"): ("where(m >= n, m, n)", ([0, 1, -1, 2], [0, 1, 3, -2]), ([1, 1, 0, 1], [0, 0, 1, 0])),
+    ("p",): ("where(p > 0, 2 * p, -p)", ([0, 1, -1, 0],), ([-1, 2, -1, -1],)),
+    ("q",): ("Piecewise((3 * q, q <= 0), (q, True))", ([0, 1, -1, 0],), ([3, 1, 3, 3],)),
+    ("r", "s"): ("max(r, s, 0.5)", ([0.5, 0, 1, 0.5], [0.5, 0, 0.5, 2]), ([0.5, 0, 1, 0], [0.5, 0, 0, 1])),
+    ("u",): ("max(u - margin, 0) + max(margin - u, 0)", ([1, 1, 0, 3],), ([0, 0, -1, 1],)),
+}
+NAMES = [n for names in TERMS for n in names]
+INPUTS = {n: np.array(v, dtype=float) for names, (_, vals, _) in TERMS.items() for n, v in zip(names, vals)}
+EXPECTED = {n: np.array(g, dtype=float) for names, (_, _, grads) in TERMS.items() for n, g in zip(names, grads)}
+
+ELEMENTWISE = (
+    "name: ties\nsummary: every selection at its ties\ninputs:\n"
+    + "".join(f"  {n}: {{dtype: float, shape: [N]}}\n" for n in NAMES)
+    + "params:\n  margin: {default: 1.0}\n"
+    + "formula: |\n  loss = " + " + ".join(t for t, _, _ in TERMS.values()) + "\n"
+)
+
+Z = np.array([[1.0, 1.0, 0.0], [2.0, 2.0, 2.0], [0.0, 3.0, 1.0], [-1.0, -1.0, 4.0]])
+AXIS = (
+    "name: axis_ties\nsummary: maximum and minimum over an axis at ties\ninputs:\n"
+    "  z: {dtype: float, shape: [N, C]}\n  w: {dtype: float, shape: [N, C]}\n"
+    "formula: |\n  loss = max(z, axis=C) - 2 * min(w, axis=C)\n"
+)
+Z_GRAD = np.array([[0.5, 0.5, 0.0], [1 / 3, 1 / 3, 1 / 3], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+W_GRAD = -2 * np.array([[0.0, 0.0, 1.0], [1 / 3, 1 / 3, 1 / 3], [1.0, 0.0, 0.0], [0.5, 0.5, 0.0]])
+
+CASES = {
+    "elementwise": (ELEMENTWISE, INPUTS, EXPECTED),
+    "axis": (AXIS, {"z": Z, "w": Z}, {"z": Z_GRAD, "w": W_GRAD}),
+}
+
+
+def _module(text: str, backend: str, tmp_path):
+    spec = spec_from_text(text, "<ties>")
+    tag = f"ties_{hashlib.sha256(text.encode()).hexdigest()[:10]}_{backend}"
+    path = tmp_path / f"{tag}.py"
+    path.write_text(compile_spec(spec, get(backend)))
+    return spec, verify.load_module(path, tag)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_reference_gives_the_convention_at_ties(case):
+    text, inputs, expected = CASES[case]
+    ref = reference(build_program(spec_from_text(text, "<ties>")), inputs, {})
+    for name, g in expected.items():
+        assert not ref.kinks[name].any(), name
+        np.testing.assert_allclose(ref.grads[name], g, atol=1e-12, err_msg=name)
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+@pytest.mark.parametrize("backend", ["mindspore", "paddle"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_generated_code_gives_the_convention_at_ties(case, backend, mode, tmp_path):
+    text, inputs, expected = CASES[case]
+    spec, mod = _module(text, backend, tmp_path)
+    data = verify.CaseData("ties", "test", inputs, {})
+    _, grads = verify.RUNNERS[backend]().run(mod, spec, data, "float64", mode, ["none"])
+    for name, g in expected.items():
+        np.testing.assert_allclose(grads[name], g, atol=1e-12, err_msg=f"{backend} {mode} d/d{name}")
+
+
+def test_conventions_are_not_vacuous():
+    """A different convention is told apart: relu(0) would be 1 under max(x, 0), max(a, b)
+    at a tie would be 1/0 under where(a >= b, a, b)."""
+    assert EXPECTED["g"][0] != EXPECTED["e"][0]
+    assert EXPECTED["a"][0] != EXPECTED["m"][0]
