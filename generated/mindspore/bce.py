@@ -50,7 +50,8 @@ def _log1p(x):
     """log(1 + x), accurate near 0 in float64: log(1 + x) * x / ((1 + x) - 1), and x where
     1 + x rounds to 1 (the CPU kernel computes log(1 + x))."""
     if x.dtype != ms.float64:
-        return ops.log1p(x)  # the float32 log is not accurate enough near 1 for the quotient
+        # the float32 log is not accurate enough near 1 for the quotient
+        return ops.log1p(x)
     y = 1 + x
     z = y - 1
     keep = ops.logical_or(z == 0, ops.isinf(x))
@@ -103,7 +104,8 @@ def bce(input, target, weight=None, *, reduction="mean"):
         )
         t = -p
         t_1 = weight * (
-            target * ops.clamp(ops.log(p), min=-100) + (1 - target) * ops.clamp(_log1p(t), min=-100)
+            target * ops.clamp(ops.log(p), min=-100)
+            + (1 - target) * ops.clamp(_log1p(t), min=-100)
         )
         loss = (input - p) * slope - t_1
         if reduction == "none":

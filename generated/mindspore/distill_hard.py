@@ -58,7 +58,9 @@ def distill_hard(student, teacher, *, reduction="mean"):
     N = student.shape[0]
     frozen = ops.stop_gradient(teacher)
     pseudo = ops.argmax(frozen, -1, keepdim=True)
-    picked = ops.gather_elements(student, -1, pseudo) - ops.logsumexp(student, -1, keepdim=True)
+    picked = ops.gather_elements(student, -1, pseudo) - ops.logsumexp(
+        student, -1, keepdim=True
+    )
     loss = -picked
     if reduction == "none":
         result = ops.reshape(loss, (N,))

@@ -61,7 +61,8 @@ def _expm1(x):
     """exp(x) - 1, accurate near 0 in float64: (exp(x) - 1) * x / log(exp(x)), and x where
     exp(x) rounds to 1 (the CPU kernel loses x below about 1e-8)."""
     if x.dtype != ms.float64:
-        return ops.expm1(x)  # the float32 log is not accurate enough near 1 for the quotient
+        # the float32 log is not accurate enough near 1 for the quotient
+        return ops.expm1(x)
     u = ops.exp(x)
     um = u - 1
     keep = ops.logical_or(ops.logical_or(um == 0, um == -1), ops.isinf(u))
@@ -93,7 +94,9 @@ def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
     alpha = ms.Tensor(alpha, dtype)
     gamma = ms.Tensor(gamma, dtype)
     label = ops.reshape(label, (N, 1))
-    picked = ops.gather_elements(logits, -1, label) - ops.logsumexp(logits, -1, keepdim=True)
+    picked = ops.gather_elements(logits, -1, label) - ops.logsumexp(
+        logits, -1, keepdim=True
+    )
     t = -_expm1(picked)
     frozen = ops.stop_gradient(t)
     t_1 = t > 0
