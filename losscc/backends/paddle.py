@@ -12,6 +12,14 @@ _LOGSUMEXP = '''def _logsumexp(x, axis):
     peak = paddle.amax(x, axis=axis, keepdim=True).detach()
     return peak + paddle.log(paddle.sum(paddle.exp(x - peak), axis=axis, keepdim=True))'''
 
+_SHAPE = '''def _shape(x):
+    """x's shape as a tuple of ints; under to_static a size unknown at trace time is a tensor."""
+    shape = tuple(x.shape)
+    if min(shape, default=0) >= 0:
+        return shape
+    dynamic = paddle.shape(x)
+    return tuple(dynamic[k] if n < 0 else n for k, n in enumerate(shape))'''
+
 BACKEND = Backend(
     name="paddle",
     imports=("import paddle", "import paddle.nn.functional as F", "from paddle import nn"),
@@ -75,9 +83,12 @@ BACKEND = Backend(
         "size_value": "paddle.full([], {n}, dtype={dtype})",
         "sum_all": "{x}.sum()",
         "mean_all": "{x}.mean()",
+        # under to_static an axis unknown at trace time reads -1 in x.shape: _shape gives its size
+        "shape": "_shape({x})",
         "dtype_of": "{x}.dtype",
         "half_dtypes": "(paddle.float16, paddle.bfloat16)",
         "float32": "'float32'",
     }),
-    helpers=_freeze({key: _LOGSUMEXP for key in ("logsumexp", "log_softmax", "gather_log_softmax")}),
+    helpers=_freeze({**{key: _LOGSUMEXP for key in ("logsumexp", "log_softmax", "gather_log_softmax")},
+                     "shape": _SHAPE}),
 )
