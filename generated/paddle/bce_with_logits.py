@@ -36,6 +36,16 @@ def _check(reduction):
         )
 
 
+def _shape(x):
+    """x's shape as a tuple; a size unknown until run time (-1 in a static-graph program) is read
+    as a tensor. to_static already gives tensors there; eager shapes are ints."""
+    shape = list(x.shape)
+    for k, n in enumerate(shape):
+        if isinstance(n, int) and n < 0:
+            shape[k] = paddle.shape(x)[k]
+    return tuple(shape)
+
+
 def bce_with_logits(input, target, weight=None, pos_weight=None, *, reduction="mean"):
     """Binary cross-entropy on logits, as torch.nn.functional.binary_cross_entropy_with_logits.
 
@@ -62,7 +72,7 @@ def bce_with_logits(input, target, weight=None, pos_weight=None, *, reduction="m
         if pos_weight is not None:
             pos_weight = paddle.cast(pos_weight, "float32")
     dtype = input.dtype
-    C = input.shape[-1]
+    C = _shape(input)[-1]
     if weight is None and pos_weight is None:  # specialised: the defaults substituted into the loss
         loss = target * F.softplus(-input, threshold=40.0) + (1 - target) * F.softplus(
             input, threshold=40.0

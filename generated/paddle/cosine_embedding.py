@@ -44,6 +44,16 @@ def _check(margin, reduction):
         raise ValueError(f"cosine_embedding: margin must be <= 1; got {margin!r}")
 
 
+def _shape(x):
+    """x's shape as a tuple; a size unknown until run time (-1 in a static-graph program) is read
+    as a tensor. to_static already gives tensors there; eager shapes are ints."""
+    shape = list(x.shape)
+    for k, n in enumerate(shape):
+        if isinstance(n, int) and n < 0:
+            shape[k] = paddle.shape(x)[k]
+    return tuple(shape)
+
+
 def cosine_embedding(input1, input2, target, *, margin=0.0, reduction="mean"):
     """Cosine embedding loss, as torch.nn.functional.cosine_embedding_loss.
 
@@ -66,7 +76,7 @@ def cosine_embedding(input1, input2, target, *, margin=0.0, reduction="mean"):
         input2 = paddle.cast(input2, "float32")
         target = paddle.cast(target, "float32")
     dtype = input1.dtype
-    N = input1.shape[0]
+    N = _shape(input1)[0]
     margin = paddle.full([], margin, dtype=dtype)
     target = paddle.reshape(target, (N, 1))
     dot = paddle.sum(input1 * input2, axis=-1, keepdim=True)

@@ -13,12 +13,13 @@ _LOGSUMEXP = '''def _logsumexp(x, axis):
     return peak + paddle.log(paddle.sum(paddle.exp(x - peak), axis=axis, keepdim=True))'''
 
 _SHAPE = '''def _shape(x):
-    """x's shape as a tuple of ints; under to_static a size unknown at trace time is a tensor."""
-    shape = tuple(x.shape)
-    if min(shape, default=0) >= 0:
-        return shape
-    dynamic = paddle.shape(x)
-    return tuple(dynamic[k] if n < 0 else n for k, n in enumerate(shape))'''
+    """x's shape as a tuple; a size unknown until run time (-1 in a static-graph program) is read
+    as a tensor. to_static already gives tensors there; eager shapes are ints."""
+    shape = list(x.shape)
+    for k, n in enumerate(shape):
+        if isinstance(n, int) and n < 0:
+            shape[k] = paddle.shape(x)[k]
+    return tuple(shape)'''
 
 BACKEND = Backend(
     name="paddle",
@@ -83,7 +84,7 @@ BACKEND = Backend(
         "size_value": "paddle.full([], {n}, dtype={dtype})",
         "sum_all": "{x}.sum()",
         "mean_all": "{x}.mean()",
-        # under to_static an axis unknown at trace time reads -1 in x.shape: _shape gives its size
+        # in a static-graph program an axis unknown until run time reads -1 in x.shape: _shape reads it
         "shape": "_shape({x})",
         "dtype_of": "{x}.dtype",
         "half_dtypes": "(paddle.float16, paddle.bfloat16)",
