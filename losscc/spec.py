@@ -156,7 +156,7 @@ AXIS = re.compile(r"^\*?[A-Z][A-Za-z0-9]*$")
 # names the generated code itself uses, or that would shadow what it needs
 RESERVED = frozenset(
     {
-        "ms", "mindspore", "ops", "nn", "mint", "paddle", "F", "np", "numpy", "math", "self",
+        "ms", "ops", "nn", "paddle", "F", "self",
         "dtype", "reduction", "cls", "super", "tuple", "float", "int", "bool", "len",
         "range", "isinstance", "ValueError", "TypeError", "None", "True", "False", "valid",
         "print", "type", "object", "str", "dict", "list", "getattr", "setattr", "exec", "eval",

@@ -52,7 +52,8 @@ def case(spec, sizes: dict, seed: int = 0, params: dict | None = None, none: tup
     p = {q.name: q.default for q in spec.params}
     p.update(params or {})
     label = "_".join(f"{k}{'x'.join(map(str, v))}" for k, v in sizes.items())
-    return CaseData(f"{label}_none{'_'.join(none)}", "test", inputs, p, from_reference=True)
+    learn = {lr.name: np.round(rng.normal(0.0, 0.5, size=lr.shape), 3) for lr in spec.learnable}
+    return CaseData(f"{label}_none{'_'.join(none)}", "test", inputs, p, learn, from_reference=True)
 
 
 def check(spec, mods: dict, cases: list, modes=("eager",), dtypes=("float64",)) -> list:
