@@ -3,11 +3,15 @@ one and two axes: shape inference, reductions over the group (over no axes: the 
 means' denominators and reduction="none" reshapes, compared with the reference in both
 backends (values and gradients of every reduction)."""
 
+import numpy as np
 import pytest
 
 from codegen_util import case, check, modules, spec_of
 from losscc.backends import get
 from losscc.emit import compile_spec
+from losscc.errors import SpecError
+from losscc.parse import build_program
+from losscc.verify import expectations
 
 GROUPS = [(), (2,), (2, 3)]
 
@@ -112,3 +116,68 @@ def test_group_size_is_assigned_before_use(tmp_path):
         src = compile_spec(spec, get(backend))
         body = src[src.index("def trailing_mean("):]
         assert body.index("    S = ") < body.index("len(S)")
+
+
+# ---------------------------------------------------------------- sizes only optional inputs give
+
+OPTIONAL_SIZE = {
+    # C is read from weight on the general path only; the all-None path does not need it
+    "one": """
+        name: opt_size
+        summary: s.
+        inputs:
+          input: {dtype: float, shape: [N]}
+          weight: {dtype: float, shape: [C], optional: true, default: 1.0}
+        formula: |
+          loss = input**2 * sum(weight, axis=C) / C
+    """,
+    # with two optional inputs either may be None on the general path: C from the one given
+    "two": """
+        name: opt_size2
+        summary: s.
+        inputs:
+          input: {dtype: float, shape: [N]}
+          w1: {dtype: float, shape: [C], optional: true, default: 1.0}
+          w2: {dtype: float, shape: [C], optional: true, default: 1.0}
+        formula: |
+          loss = input**2 * (sum(w1, axis=C) + 2 * sum(w2 * w2, axis=C)) / C
+    """,
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONAL_SIZE))
+def test_size_given_only_by_optional_inputs(name, tmp_path):
+    spec = spec_of(OPTIONAL_SIZE[name], name)
+    mods = modules(spec, tmp_path)
+    opt = [i.name for i in spec.inputs if i.optional]
+    sizes = {"N": (3,), "C": (4,)}
+    nones = [tuple(opt)] + [(n,) for n in opt if len(opt) > 1] + [()]
+    cases = []
+    for k, none in enumerate(nones):
+        c = case(spec, sizes, seed=k, none=none)
+        # the reference needs every size: expect what the defaults written out give
+        filled = case(spec, sizes, seed=k, none=none)
+        for n in none:
+            filled.inputs[n] = np.full(sizes["C"], spec.input(n).default)
+        vals, grads, _ = expectations(build_program(spec), filled)
+        c.expected, c.grads, c.from_reference = vals, grads, False
+        cases.append(c)
+    check(spec, mods, cases)
+
+
+def test_size_needed_when_its_only_carrier_is_none_is_refused():
+    """With weight None nothing gives C, and the loss needs it: a clear error, not w.shape on None."""
+    spec = spec_of("""
+        name: opt_size_bad
+        summary: s.
+        inputs:
+          input: {dtype: float, shape: [N]}
+          weight: {dtype: float, shape: [C], optional: true, default: 1.0}
+        formula: |
+          loss = input**2 * sum(weight, axis=C)
+    """, "bad")
+    for backend in ("mindspore", "paddle"):
+        with pytest.raises(SpecError) as exc:
+            compile_spec(spec, get(backend))
+        text = str(exc.value)
+        assert "[E253]" in text and "axis C" in text and "weight" in text and text.startswith("<bad>:")
