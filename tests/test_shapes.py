@@ -3,6 +3,8 @@ one and two axes: shape inference, reductions over the group (over no axes: the 
 means' denominators and reduction="none" reshapes, compared with the reference in both
 backends (values and gradients of every reduction)."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -11,8 +13,10 @@ from losscc.backends import get
 from losscc.emit import compile_spec
 from losscc.errors import SpecError
 from losscc.parse import build_program
+from losscc.spec import load_spec
 from losscc.verify import expectations
 
+ROOT = Path(__file__).resolve().parent.parent
 GROUPS = [(), (2,), (2, 3)]
 
 SPECS = {
@@ -181,3 +185,10 @@ def test_size_needed_when_its_only_carrier_is_none_is_refused():
             compile_spec(spec, get(backend))
         text = str(exc.value)
         assert "[E253]" in text and "axis C" in text and "weight" in text and text.startswith("<bad>:")
+
+
+@pytest.mark.parametrize("batch", GROUPS, ids=lambda g: f"{len(g)}batch_axes")
+def test_cosine_embedding_optional_batch_axes(batch, tmp_path):
+    """[*B, D]: an unbatched pair ([D], 0-D target), a batch [N, D], and two batch axes."""
+    spec = load_spec(ROOT / "specs" / "cosine_embedding.yaml", "specs/cosine_embedding.yaml")
+    check(spec, modules(spec, tmp_path), [case(spec, {"B": batch, "D": (4,)}, seed=len(batch))])
