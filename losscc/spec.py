@@ -10,6 +10,7 @@ The formula text is *not* interpreted here; :mod:`losscc.parse` does that.
 from __future__ import annotations
 
 import builtins
+import functools
 import hashlib
 import keyword
 import re
@@ -176,6 +177,7 @@ FUNCTION_NAMES = frozenset(
 _BUILTINS_OK = frozenset({"input", "format", "filter", "map", "id", "hash", "iter", "next", "all", "any", "round"})
 
 
+@functools.lru_cache(maxsize=None)
 def framework_names() -> frozenset[str]:
     """What any backend's generated module imports (``ms``, ``ops``, ``paddle``, ``F``, ...):
     an input or parameter of that name would hide the framework from the function's body."""

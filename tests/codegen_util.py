@@ -4,7 +4,7 @@ reference evaluator (losscc.reference) on inputs of chosen sizes."""
 from __future__ import annotations
 
 import textwrap
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import mindspore  # noqa: F401  (before paddle)
 import numpy as np
@@ -32,7 +32,7 @@ def modules(spec, tmp_path, tag: str = "") -> dict:
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def runners() -> dict:
     return {b: verify.RUNNERS[b]() for b in BACKENDS}
 

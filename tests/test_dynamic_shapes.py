@@ -11,9 +11,9 @@ import mindspore as ms
 import numpy as np
 import paddle
 import pytest
+from codegen_util import case, modules, spec_of
 from paddle.static import InputSpec
 
-from codegen_util import case, modules, spec_of
 from losscc.pipeline import build_program
 from losscc.spec import load_spec
 from losscc.verify import compare, expectations

@@ -6,10 +6,10 @@ called on small inputs in both backends and compared with the reference."""
 import re
 
 import pytest
+from codegen_util import case, check, modules, spec_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from codegen_util import case, check, modules, spec_of
 from losscc.backends import all_backends
 from losscc.errors import SpecError
 from losscc.lower import import_names

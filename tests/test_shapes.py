@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from codegen_util import case, check, modules, spec_of
+
 from losscc.backends import get
 from losscc.emit import compile_spec
 from losscc.errors import SpecError
