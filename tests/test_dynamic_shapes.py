@@ -126,18 +126,24 @@ def test_paddle_static_program_unknown_batch(name, sizes, none, compiled):
         paddle.disable_static()
 
 
+@pytest.mark.parametrize("how", ["set_inputs", "dynamic"])
 @pytest.mark.parametrize("name,sizes,none", SPECS, ids=[s[0] for s in SPECS])
-def test_mindspore_jit_dynamic_batch(name, sizes, none, compiled):
+def test_mindspore_jit_dynamic_batch(name, sizes, none, how, compiled):
+    """Inputs declared with an unknown batch (set_inputs), or jit(dynamic=1), which generalises
+    the shapes after the first call."""
     spec = _spec(name)
     mod = compiled[name]["mindspore"]
     cases = _cases(spec, sizes, none)
     for red in spec.reduction_names:
         cell = getattr(mod, spec.class_name)(reduction=red)
         first = cases[0].inputs
-        cell.set_inputs(*[ms.Tensor(shape=_dynamic_shape(spec, i, first[i.name]),
-                                    dtype=ms.int64 if i.dtype == "int" else ms.float64)
-                          for i in _order(spec) if first[i.name] is not None])
-        fn = ms.jit(cell)
+        if how == "set_inputs":
+            cell.set_inputs(*[ms.Tensor(shape=_dynamic_shape(spec, i, first[i.name]),
+                                        dtype=ms.int64 if i.dtype == "int" else ms.float64)
+                              for i in _order(spec) if first[i.name] is not None])
+            fn = ms.jit(cell)
+        else:
+            fn = ms.jit(cell, dynamic=1)
         for c in cases:
             args = [ms.Tensor(c.inputs[i.name].astype(_np_dtype(i))) for i in _order(spec)
                     if c.inputs[i.name] is not None]
