@@ -304,12 +304,7 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
         if carriers:
             unsafe = none is None or axis in none_sizes or (fill and set(carriers) != optional)
             if unsafe:
-                inp = spec.input(carriers[0])
-                raise SpecError([Diagnostic(inp.loc, "E253", f"inputs: the size of axis {axis} is given only by "
-                                            f"the optional input{'s' if len(carriers) > 1 else ''} "
-                                            f"{', '.join(carriers)}, and the loss needs it when "
-                                            f"{'they are' if len(carriers) > 1 else 'it is'} None",
-                                            hint=f"declare {axis} on a required input too")])
+                raise SpecError([_optional_size_error(spec, axis, carriers)])
         (opt_sizes if carriers and none is not None else pre).append(f"{loc.sizes[axis]} = {code}")
     branch[:0] = opt_sizes
     if backend.wrap_scalars:
@@ -422,6 +417,14 @@ def _size_expr(axis: str, spec: Spec, prog: Program, low: Lowerer) -> tuple[str,
     for inp in reversed(carriers[:-1]):
         code = f"{read(inp)} if {inp.name} is not None else {code}"
     return code, tuple(i.name for i in carriers)
+
+
+def _optional_size_error(spec: Spec, axis: str, carriers: tuple[str, ...]) -> Diagnostic:
+    inp = spec.input(carriers[0])
+    which = f"input{'s' if len(carriers) > 1 else ''} {', '.join(carriers)}"
+    return Diagnostic(inp.loc, "E253", f"inputs.{inp.name}: the size of axis {axis} is given only by the "
+                      f"optional {which}, and the loss needs it when {'they are' if len(carriers) > 1 else 'it is'} None",
+                      hint=f"declare {axis} on a required input too")
 
 
 def _defined_names(source: str) -> set[str]:
