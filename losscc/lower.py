@@ -47,7 +47,9 @@ class Lowered:
     helpers: list[str]
     formula_lines: list[str]             # the computed form, in the formula language
     call: dict = field(default_factory=dict)
-    restore: str | None = None           # cast of `result` back to the inputs' dtype (half precision)
+    restore: str | None = None           # cast of `result_var` back to the inputs' dtype (half precision)
+    result_var: str = "result"           # the local each reduction assigns when a cast back follows
+    entry: str | None = None             # module-level alias the class calls, when an input shadows the function
     # the call where every optional input is None, when it has its own path:
     # ``if <none_test>: <none_body, none_reductions> else: <branch_prologue, body, reductions>``
     none_test: str | None = None
@@ -56,14 +58,15 @@ class Lowered:
     branch_prologue: list[str] = field(default_factory=list)  # the general path's own prologue
 
 
-def _pos_expr(axis: str, prog: Program) -> str:
-    """Negative position of `axis` in the canonical layout."""
+def _pos_expr(axis: str, prog: Program, need) -> str:
+    """Negative position of `axis` in the canonical layout; `need(a)` gives the size variable of a."""
     after = prog.axes[prog.axes.index(axis) + 1:]
     fixed = 1 + sum(1 for a in after if a not in prog.variadic)
-    var = [f"len({a})" for a in after if a in prog.variadic]
+    var = [f"len({need(a)})" for a in after if a in prog.variadic]
     if axis in prog.variadic:
         end = sum(1 for a in after if a not in prog.variadic)
-        lo = " + ".join([str(end)] + var + [f"len({axis})"]) if end or var else f"len({axis})"
+        own = f"len({need(axis)})"
+        lo = " + ".join([str(end)] + var + [own]) if end or var else own
         hi = f"-({' + '.join([str(end)] + var)})" if end or var else "0"
         return f"tuple(range(-({lo}), {hi}))"
     return str(-fixed) if not var else f"-({fixed} + {' + '.join(var)})"
@@ -87,12 +90,11 @@ def canonical_shape(axes: tuple[str, ...], prog: Program, need) -> str | None:
             if fixed:
                 parts.append(_tuple(fixed))
                 fixed = []
-            need(a)
-            parts.append(a if a in axes else f"(1,) * len({a})")
+            n = need(a)
+            parts.append(n if a in axes else f"(1,) * len({n})")
         else:
             if a in axes:
-                need(a)
-                fixed.append(a)
+                fixed.append(need(a))
             else:
                 fixed.append("1")
     if fixed:
@@ -108,17 +110,75 @@ def plain_shape(axes: tuple[str, ...], prog: Program, need) -> str:
     """Code for the shape made of the sizes of `axes` (the shape of reduction='none')."""
     parts, fixed = [], []
     for a in axes:
-        need(a)
+        n = need(a)
         if a in prog.variadic:
             if fixed:
                 parts.append(_tuple(fixed))
                 fixed = []
-            parts.append(a)
+            parts.append(n)
         else:
-            fixed.append(a)
+            fixed.append(n)
     if fixed:
         parts.append(_tuple(fixed))
     return " + ".join(parts) if parts else "()"
+
+
+def import_names(backend: Backend) -> frozenset[str]:
+    """The names a backend's import lines bind in a generated module."""
+    import ast
+
+    out: set[str] = set()
+    for line in backend.imports:
+        for node in ast.walk(ast.parse(line)):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                out |= {a.asname or a.name.split(".")[0] for a in node.names}
+    return frozenset(out)
+
+
+def python_names() -> frozenset[str]:
+    """Keywords and builtins: a local of the generated code never shadows one."""
+    import builtins
+    import keyword
+
+    return frozenset(keyword.kwlist) | frozenset(keyword.softkwlist) | frozenset(dir(builtins))
+
+
+def allocate(hint: str, taken: set[str]) -> str:
+    """`hint`, or `hint_1`, `hint_2`, ... : the first not in `taken` (which it joins)."""
+    name, k = hint, 0
+    while name in taken:
+        k += 1
+        name = f"{hint}_{k}"
+    taken.add(name)
+    return name
+
+
+@dataclass(frozen=True)
+class Locals:
+    """The generated function's own variables, allocated once per module so that the general
+    path and the all-None path agree: none is a spec name, a framework alias or a builtin."""
+
+    sizes: dict                          # axis -> variable holding its size (the axis's own name if free)
+    dtype: str
+    in_dtype: str
+    half: str
+    result: str
+
+    @staticmethod
+    def allocate(prog: Program, taken: set[str], forbidden: frozenset = frozenset()) -> "Locals":
+        """`taken` (spec names and aliases) is extended in place. An axis keeps its own name
+        unless that is `forbidden` or a Python name (a shape symbol F, Ellipsis, ...)."""
+        bad = forbidden | python_names()
+        sizes = {}
+        for a in prog.axes:
+            sizes[a] = allocate(a, taken | bad) if a in bad else a
+            taken.add(sizes[a])
+        taken |= bad
+        return Locals(sizes, allocate("dtype", taken), allocate("in_dtype", taken), allocate("half", taken),
+                      allocate("result", taken))
+
+    def names(self) -> set[str]:
+        return set(self.sizes.values()) | {self.dtype, self.in_dtype, self.half, self.result}
 
 
 def _is_f32_exact(v: float) -> bool:
@@ -137,9 +197,11 @@ def _float_text(v: float) -> str:
 
 class Lowerer:
     def __init__(self, prog: Program, backend: Backend, taken: set[str], names: dict[sp.Expr, str],
-                 symbol_vars: dict[sp.Symbol, str]):
+                 symbol_vars: dict[sp.Symbol, str], locals_: "Locals | None" = None):
         self.prog, self.b = prog, backend
         self.taken = set(taken)
+        self.locals = locals_ or Locals.allocate(prog, self.taken)
+        self.taken |= self.locals.names()
         self.names = names                  # IR node -> user binding name
         self.user_names = set(names.values())  # reserved for exactly those nodes
         self.symbol_vars = symbol_vars      # IR symbol -> variable in the generated code
@@ -165,28 +227,23 @@ class Lowerer:
 
         walk(expr)
 
-    def need(self, axis: str) -> None:
+    def need(self, axis: str) -> str:
+        """Mark the size of `axis` as read; the variable that holds it."""
         self.sizes.add(axis)
+        return self.locals.sizes[axis]
 
     def fresh(self, hint: str) -> str:
         if hint in self.user_names:
             self.user_names.discard(hint)
             return hint
-        base = hint
-        k = 0
-        name = base
-        while name in self.taken:
-            k += 1
-            name = f"{base}_{k}"
-        self.taken.add(name)
-        return name
+        return allocate(hint, self.taken)
 
     def typeof(self, e) -> TType:
         return self.prog.typeof(e)
 
     def dtype(self) -> str:
         self.needs_dtype = True
-        return "dtype"
+        return self.locals.dtype
 
     def helper(self, op: str) -> None:
         src = self.b.helpers.get(op)
@@ -529,8 +586,7 @@ class Lowerer:
     def tensor_op(self, e) -> tuple[str, int]:
         prog = self.prog
         if isinstance(e, ir.Size):
-            name = e.args[0].name
-            self.need(name)
+            name = self.need(e.args[0].name)
             code = self.op("size_value", n=name, dtype="{dtype}")
             return code.replace("{dtype}", self.dtype()) if "{dtype}" in code else code, ATOM
         if isinstance(e, ir.Item):
@@ -539,16 +595,14 @@ class Lowerer:
             return self.op("stop_gradient", x=self.value(e.args[0])), ATOM
         if isinstance(e, ir.OneHot):
             idx, ax = e.args
-            n = ax.name
-            self.need(n)
-            rng = self.op("arange", n=n)
-            shape = canonical_shape((n,), prog, self.need)
+            rng = self.op("arange", n=self.need(ax.name))
+            shape = canonical_shape((ax.name,), prog, self.need)
             if shape:
                 rng = self.op("reshape", x=rng, shape=shape)
             return self.op("cast", x=f"{self.value(idx)} == {rng}", dtype=self.dtype()), ATOM
         x = e.args[0]
         ax = e.args[-1].name
-        pos = _pos_expr(ax, prog)
+        pos = _pos_expr(ax, prog, self.need)
         if isinstance(e, ir.Gather):
             src_axes = self.typeof(x).axes
             index = self.value(e.args[1])
@@ -565,6 +619,10 @@ class Lowerer:
                ir.Softmax: "softmax", ir.LogSoftmax: "log_softmax", ir.ArgMax: "argmax",
                ir.ArgMin: "argmin"}[type(e)]
         template = self.b.ops[key]
+        if ax in prog.variadic:
+            # a group of no axes reduces nothing (a reduction over axis=() reduces every axis)
+            xs = self.tensor_arg(x)
+            return f"{self.op(key, x=xs, axis=pos)} if {self.need(ax)} else {xs}", TERNARY
         xs = self.tensor_arg(x) if template.count("{x}") > 1 else self.value(x)
         return self.op(key, x=xs, axis=pos), (ATOM if template.count("{x}") == 1 else ADD)
 

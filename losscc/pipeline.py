@@ -15,7 +15,9 @@ from . import ir
 from .backends import Backend
 from .checks import check_lines
 from .formula import formula_text
-from .lower import MUL, Block, Lowered, Lowerer, canonical_shape, plain_shape
+from .backends import all_backends
+from .errors import Diagnostic, SpecError
+from .lower import MUL, Block, Locals, Lowered, Lowerer, allocate, canonical_shape, import_names, plain_shape
 from .parse import Program, TType, build_program
 from .rewrites import (Fired, eps_candidates, guard_branches, guard_eps, guard_gradients, optimize,
                        split_sqrt_products)
@@ -164,10 +166,14 @@ def specialise_none(prog: Program, loss: sp.Expr, dens: dict, names: dict) -> No
 
 
 def _taken(spec: Spec) -> set[str]:
-    taken = {i.name for i in spec.inputs} | {p.name for p in spec.params}
+    """Every name of the spec, and what the generated module imports: the generated code's
+    own locals are allocated around these (see lower.Locals)."""
+    taken = {spec.name, "reduction", "self"} | {i.name for i in spec.inputs} | {p.name for p in spec.params}
     taken |= {lr.name for lr in spec.learnable} | {b.name for b in spec.bindings}
     taken |= {a.lstrip("*") for i in spec.inputs for a in i.shape}
-    taken |= {"dtype", "in_dtype", "half", "result", "reduction", "ms", "ops", "nn", "paddle", "F", "self"}
+    taken |= {r.name for r in spec.reductions}
+    for b in all_backends():
+        taken |= import_names(b)
     return taken
 
 
@@ -180,10 +186,11 @@ def _used_symbols(exprs) -> set[sp.Symbol]:
 
 
 def _lower_body(prog: Program, backend: Backend, taken: set, names: dict, symbol_vars: dict,
-                loss: sp.Expr, dens: dict, layout_from: list, general_dens: dict | None = None):
+                loss: sp.Expr, dens: dict, layout_from: list, general_dens: dict | None = None,
+                locals_: Locals | None = None):
     """Statements for the per-element loss and one Block per reduction."""
     spec = prog.spec
-    low = Lowerer(prog, backend, taken, names, symbol_vars)
+    low = Lowerer(prog, backend, taken, names, symbol_vars, locals_)
     low.count(loss)
     for d in dens.values():
         if d is not None:
@@ -218,7 +225,7 @@ def _lower_body(prog: Program, backend: Backend, taken: set, names: dict, symbol
             dcode = low.value(den)
             if den_t.axes:
                 if den_t.axes != loss_t.axes or _has_broadcast_input(den, spec, prog):
-                    dcode = low.op("broadcast_to", x=dcode, shape=f"{loss_var}.shape")
+                    dcode = low.op("broadcast_to", x=dcode, shape=low.op("shape", x=loss_var))
                 dcode = low.op("sum_all", x=dcode if dcode.isidentifier() or dcode.endswith(")") else f"({dcode})")
             elif not (dcode.isidentifier() or dcode.replace(".", "").isdigit()):
                 dcode = f"({dcode})"
@@ -234,15 +241,18 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
     symbol_vars.update({prog.symbols[lr.name]: lr.name for lr in spec.learnable})
     symbol_vars.update({m: m.name for _, m in prep.masks})
     taken = _taken(spec) | {m.name for _, m in prep.masks}
+    loc = Locals.allocate(prog, taken, import_names(backend))
     none = prep.none
     layout_from = [prep.loss] + ([none.loss] if none else [])
     low, body, reductions = _lower_body(prog, backend, taken, prep.names, symbol_vars, prep.loss,
-                                        prep.denominators, layout_from)
+                                        prep.denominators, layout_from, locals_=loc)
     used = _used_symbols([prep.loss, *prep.denominators.values()])
+    none_sizes: set[str] = set()
     if none is not None:
         # the None path: its own statements, the same names where they mean the same
         nlow, none_body, none_reductions = _lower_body(prog, backend, taken, none.names, symbol_vars, none.loss,
-                                                       none.denominators, layout_from, prep.denominators)
+                                                       none.denominators, layout_from, prep.denominators, loc)
+        none_sizes = set(nlow.sizes)
         low.sizes |= nlow.sizes
         low.needs_dtype |= nlow.needs_dtype
         low.helpers += [h for h in nlow.helpers if h not in low.helpers]
@@ -284,10 +294,20 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
         prologue.append(f"{mask.name} = {name} != {inp.ignore}")
         prologue.append(f"{name} = {low.op('where', c=mask.name, x=name, y=low.op('zeros_like', x=name))}")
     pre: list[str] = []
-    # sizes of the axes the code needs, read before any reshape
+    # sizes of the axes the code needs, read before any reshape; one that only optional inputs
+    # give is read from one that is not None, on the path where one is sure not to be
+    opt_sizes: list[str] = []
+    optional = {i.name for i in spec.inputs if i.optional}
     for axis in prog.axes:
-        if axis in low.sizes:
-            pre.append(f"{axis} = {_size_expr(axis, spec, prog)}")
+        if axis not in low.sizes:
+            continue
+        code, carriers = _size_expr(axis, spec, prog, low)
+        if carriers:
+            unsafe = none is None or axis in none_sizes or (fill and set(carriers) != optional)
+            if unsafe:
+                raise SpecError([_optional_size_error(spec, axis, carriers)])
+        (opt_sizes if carriers and none is not None else pre).append(f"{loc.sizes[axis]} = {code}")
+    branch[:0] = opt_sizes
     if backend.wrap_scalars:
         for p in spec.params:
             if p.kind == "float" and prog.symbols[p.name] in used:
@@ -296,22 +316,22 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
         pre.append(f"{lr.name} = {low.op('cast', x=lr.name, dtype=low.dtype())}")
     if low.needs_dtype:
         first = next(i for i in spec.inputs if i.dtype == "float" and not i.optional)
-        pre.insert(0, f"dtype = {low.op('dtype_of', x=first.name)}")
+        pre.insert(0, f"{loc.dtype} = {low.op('dtype_of', x=first.name)}")
     restore = None
     first = next((i for i in spec.inputs if i.dtype == "float" and not i.optional), None)
     if spec.guards.get("upcast", True) and first is not None:
         # float16 / bfloat16 inputs are computed in float32; the result is cast back
         f32 = low.op("float32")
-        half = [f"in_dtype = {low.op('dtype_of', x=first.name)}",
-                f"half = in_dtype in {low.op('half_dtypes')}",
-                "if half:  # computed in float32, returned in the inputs' dtype"]
+        half = [f"{loc.in_dtype} = {low.op('dtype_of', x=first.name)}",
+                f"{loc.half} = {loc.in_dtype} in {low.op('half_dtypes')}",
+                f"if {loc.half}:  # computed in float32, returned in the inputs' dtype"]
         for i in spec.inputs:
             if i.dtype != "float":
                 continue
             cast = f"{i.name} = {low.op('cast', x=i.name, dtype=f32)}"
             half += [f"    if {i.name} is not None:", f"        {cast}"] if i.optional else [f"    {cast}"]
         pre = half + pre
-        restore = f"{low.op('cast', x='result', dtype='in_dtype')} if half else result"
+        restore = f"{low.op('cast', x=loc.result, dtype=loc.in_dtype)} if {loc.half} else {loc.result}"
 
     checks = check_lines(spec)
 
@@ -328,13 +348,18 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
     for var, expr in low.exprs:
         lines.append(f"{var} = {formula_text(expr, names)}")
         names[expr] = var
+    # the class calls the function through a private alias when an input shadows its name
+    shadowed = spec.name in {i.name for i in spec.inputs}
+    module_names = {"_check"} | {n for h in low.helpers for n in _defined_names(h)}
+    extra = dict(restore=restore, result_var=loc.result,
+                 entry=allocate(f"_{spec.name}", module_names) if shadowed else None)
     if none is None:
         return Lowered(backend, spec, signature, checks, pre + prologue, body, reductions,
-                       low.helpers, lines, restore=restore)
+                       low.helpers, lines, **extra)
     loss_name = none.names.get(none.loss, "loss")
     lines += ["", f"with {', '.join(none.inputs)} None: {loss_name} = {formula_text(none.loss, names)}"]
     return Lowered(backend, spec, signature, checks, pre + prologue, body, reductions,
-                   low.helpers, lines, restore=restore,
+                   low.helpers, lines, **extra,
                    none_test=" and ".join(f"{n} is None" for n in none.inputs),
                    none_body=none_body, none_reductions=none_reductions, branch_prologue=branch)
 
@@ -346,29 +371,57 @@ def _stored_shape(axes, prog, need) -> str:
     parts = []
     for a in _span(axes, prog):
         if a in axes:
-            need(a)
-            parts.append(a if a not in prog.variadic else f"*{a}")
+            n = need(a)
+            parts.append(n if a not in prog.variadic else f"*{n}")
         else:
-            parts.append("1" if a not in prog.variadic else f"*((1,) * len({a}))")
+            parts.append("1" if a not in prog.variadic else f"*((1,) * len({need(a)}))")
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
 
-def _size_expr(axis: str, spec: Spec, prog: Program) -> str:
-    candidates = [i for i in spec.inputs if not i.optional and not i.broadcast] + \
-                 [i for i in spec.inputs if i.optional and not i.broadcast]
-    for inp in candidates:
+def _size_expr(axis: str, spec: Spec, prog: Program, low: Lowerer) -> tuple[str, tuple[str, ...]]:
+    """Code reading the size of `axis` (a tuple for a variadic group) through the backend's
+    ``shape`` operator (right also where the size is unknown until run time), and the
+    optional inputs it depends on: () when a required input gives it, else the optional
+    inputs that carry the axis, read from the first that is not None."""
+    def read(inp) -> str:
         names = [a.lstrip("*") for a in inp.shape]
-        if axis not in names:
-            continue
         j = names.index(axis)
-        var_before = any(a.startswith("*") for a in inp.shape[:j])
+        shape = low.op("shape", x=inp.name)
         if axis in prog.variadic:
             end = j - len(names) + 1
-            return f"tuple({inp.name}.shape[{j}:{end if end else ''}])"
-        if var_before:
-            return f"{inp.name}.shape[{j - len(names)}]"
-        return f"{inp.name}.shape[{j}]"
-    raise ValueError(f"no input gives the size of axis {axis}")
+            return f"tuple({shape}[{j}:{end if end else ''}])"
+        if any(a.startswith("*") for a in inp.shape[:j]):
+            return f"{shape}[{j - len(names)}]"
+        return f"{shape}[{j}]"
+
+    def carries(inp) -> bool:
+        return not inp.broadcast and axis in [a.lstrip("*") for a in inp.shape]
+
+    for inp in spec.inputs:
+        if not inp.optional and carries(inp):
+            return read(inp), ()
+    carriers = [i for i in spec.inputs if i.optional and carries(i)]
+    if not carriers:
+        raise ValueError(f"no input gives the size of axis {axis}")
+    code = read(carriers[-1])
+    for inp in reversed(carriers[:-1]):
+        code = f"{read(inp)} if {inp.name} is not None else {code}"
+    return code, tuple(i.name for i in carriers)
+
+
+def _optional_size_error(spec: Spec, axis: str, carriers: tuple[str, ...]) -> Diagnostic:
+    inp = spec.input(carriers[0])
+    which = f"input{'s' if len(carriers) > 1 else ''} {', '.join(carriers)}"
+    return Diagnostic(inp.loc, "E253", f"inputs.{inp.name}: the size of axis {axis} is given only by the "
+                      f"optional {which}, and the loss needs it when {'they are' if len(carriers) > 1 else 'it is'} None",
+                      hint=f"declare {axis} on a required input too")
+
+
+def _defined_names(source: str) -> set[str]:
+    """Top-level functions a helper's source defines."""
+    import re
+
+    return set(re.findall(r"^def (\w+)", source, flags=re.M))
 
 
 def _has_broadcast_input(expr, spec: Spec, prog: Program) -> bool:

@@ -10,6 +10,7 @@ The formula text is *not* interpreted here; :mod:`losscc.parse` does that.
 from __future__ import annotations
 
 import builtins
+import functools
 import hashlib
 import keyword
 import re
@@ -156,7 +157,7 @@ AXIS = re.compile(r"^\*?[A-Z][A-Za-z0-9]*$")
 # names the generated code itself uses, or that would shadow what it needs
 RESERVED = frozenset(
     {
-        "ms", "mindspore", "ops", "nn", "mint", "paddle", "F", "np", "numpy", "math", "self",
+        "ms", "ops", "nn", "paddle", "F", "self",
         "dtype", "reduction", "cls", "super", "tuple", "float", "int", "bool", "len",
         "range", "isinstance", "ValueError", "TypeError", "None", "True", "False", "valid",
         "print", "type", "object", "str", "dict", "list", "getattr", "setattr", "exec", "eval",
@@ -176,6 +177,16 @@ FUNCTION_NAMES = frozenset(
 _BUILTINS_OK = frozenset({"input", "format", "filter", "map", "id", "hash", "iter", "next", "all", "any", "round"})
 
 
+@functools.lru_cache(maxsize=None)
+def framework_names() -> frozenset[str]:
+    """What any backend's generated module imports (``ms``, ``ops``, ``paddle``, ``F``, ...):
+    an input or parameter of that name would hide the framework from the function's body."""
+    from .backends import all_backends
+    from .lower import import_names
+
+    return frozenset().union(*(import_names(b) for b in all_backends()))
+
+
 def check_identifier(name: Any) -> str | None:
     """The reason `name` can't be used in generated code, or None when it can."""
     if not isinstance(name, str):
@@ -188,6 +199,8 @@ def check_identifier(name: Any) -> str | None:
         return "is a Python keyword"
     if name in RESERVED:
         return "is reserved for the generated code"
+    if name in framework_names():
+        return "is a name the generated code imports (a framework alias)"
     if name in FUNCTION_NAMES:
         return "is the name of a formula function"
     if hasattr(builtins, name) and name not in _BUILTINS_OK:
@@ -696,6 +709,9 @@ def _input(r: _Reader, node: _Node, key: str, where: str, axes_seen: list[str],
         if not isinstance(s, str) or not AXIS.match(s) or len(s) > limits.MAX_NAME_CHARS:
             r.err(item, "E124", f"{where}.shape: '{_clip(str(s))}' is not a shape symbol "
                   "(an upper-case name such as N or C, or *S for any number of axes)")
+            return None
+        if keyword.iskeyword(s.lstrip("*")):
+            r.err(item, "E124", f"{where}.shape: '{s}' is a Python keyword, not a shape symbol")
             return None
         if s in shape:
             r.err(item, "E124", f"{where}.shape: axis '{s}' appears twice")

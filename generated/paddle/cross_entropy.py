@@ -75,6 +75,16 @@ def _logsumexp(x, axis):
     return peak + paddle.log(paddle.sum(paddle.exp(x - peak), axis=axis, keepdim=True))
 
 
+def _shape(x):
+    """x's shape as a tuple; a size unknown until run time (-1 in a static-graph program) is read
+    as a tensor. to_static already gives tensors there; eager shapes are ints."""
+    shape = list(x.shape)
+    for k, n in enumerate(shape):
+        if isinstance(n, int) and n < 0:
+            shape[k] = paddle.shape(x)[k]
+    return tuple(shape)
+
+
 def cross_entropy(
     input,
     target,
@@ -110,9 +120,9 @@ def cross_entropy(
         if weight is not None:
             weight = paddle.cast(weight, "float32")
     dtype = input.dtype
-    N = input.shape[0]
-    C = input.shape[1]
-    D = tuple(input.shape[2:])
+    N = _shape(input)[0]
+    C = _shape(input)[1]
+    D = tuple(_shape(input)[2:])
     label_smoothing = paddle.full([], label_smoothing, dtype=dtype)
     target = paddle.reshape(target, (N, 1) + D)
     valid = target != ignore_index

@@ -41,6 +41,16 @@ def _check(reduction):
         )
 
 
+def _shape(x):
+    """x's shape as a tuple; a size unknown until run time (-1 in a static-graph program) is read
+    as a tensor. to_static already gives tensors there; eager shapes are ints."""
+    shape = list(x.shape)
+    for k, n in enumerate(shape):
+        if isinstance(n, int) and n < 0:
+            shape[k] = paddle.shape(x)[k]
+    return tuple(shape)
+
+
 def dice(probs, target, *, reduction="mean"):
     """Soft Dice loss (Milletari et al., 2016) for segmentation, one value per sample.
 
@@ -61,7 +71,7 @@ def dice(probs, target, *, reduction="mean"):
         probs = paddle.cast(probs, "float32")
         target = paddle.cast(target, "float32")
     dtype = probs.dtype
-    N = probs.shape[0]
+    N = _shape(probs)[0]
     overlap = paddle.sum(probs * target, axis=-1, keepdim=True)
     total = paddle.sum(probs, axis=-1, keepdim=True)
     total_1 = paddle.sum(target, axis=-1, keepdim=True)

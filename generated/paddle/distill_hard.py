@@ -48,6 +48,16 @@ def _logsumexp(x, axis):
     return peak + paddle.log(paddle.sum(paddle.exp(x - peak), axis=axis, keepdim=True))
 
 
+def _shape(x):
+    """x's shape as a tuple; a size unknown until run time (-1 in a static-graph program) is read
+    as a tensor. to_static already gives tensors there; eager shapes are ints."""
+    shape = list(x.shape)
+    for k, n in enumerate(shape):
+        if isinstance(n, int) and n < 0:
+            shape[k] = paddle.shape(x)[k]
+    return tuple(shape)
+
+
 def distill_hard(student, teacher, *, reduction="mean"):
     """Cross-entropy of the student against the teacher's argmax (hard pseudo-labels).
 
@@ -65,7 +75,7 @@ def distill_hard(student, teacher, *, reduction="mean"):
     if half:  # computed in float32, returned in the inputs' dtype
         student = paddle.cast(student, "float32")
         teacher = paddle.cast(teacher, "float32")
-    N = student.shape[0]
+    N = _shape(student)[0]
     frozen = paddle.assign(teacher).detach()
     pseudo = paddle.argmax(frozen, axis=-1, keepdim=True)
     picked = paddle.take_along_axis(

@@ -68,6 +68,16 @@ def _logsumexp(x, axis):
     return peak + paddle.log(paddle.sum(paddle.exp(x - peak), axis=axis, keepdim=True))
 
 
+def _shape(x):
+    """x's shape as a tuple; a size unknown until run time (-1 in a static-graph program) is read
+    as a tensor. to_static already gives tensors there; eager shapes are ints."""
+    shape = list(x.shape)
+    for k, n in enumerate(shape):
+        if isinstance(n, int) and n < 0:
+            shape[k] = paddle.shape(x)[k]
+    return tuple(shape)
+
+
 def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
     """Multi-class focal loss (Lin et al., 2017) for class imbalance.
 
@@ -88,7 +98,7 @@ def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
     if half:  # computed in float32, returned in the inputs' dtype
         logits = paddle.cast(logits, "float32")
     dtype = logits.dtype
-    N = logits.shape[0]
+    N = _shape(logits)[0]
     alpha = paddle.full([], alpha, dtype=dtype)
     gamma = paddle.full([], gamma, dtype=dtype)
     label = paddle.reshape(label, (N, 1))

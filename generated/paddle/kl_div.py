@@ -44,6 +44,16 @@ def _check(log_target, reduction):
         )
 
 
+def _shape(x):
+    """x's shape as a tuple; a size unknown until run time (-1 in a static-graph program) is read
+    as a tensor. to_static already gives tensors there; eager shapes are ints."""
+    shape = list(x.shape)
+    for k, n in enumerate(shape):
+        if isinstance(n, int) and n < 0:
+            shape[k] = paddle.shape(x)[k]
+    return tuple(shape)
+
+
 def kl_div(input, target, *, log_target=False, reduction="mean"):
     """Kullback-Leibler divergence, as torch.nn.functional.kl_div.
 
@@ -65,7 +75,7 @@ def kl_div(input, target, *, log_target=False, reduction="mean"):
         input = paddle.cast(input, "float32")
         target = paddle.cast(target, "float32")
     dtype = input.dtype
-    N = input.shape[0]
+    N = _shape(input)[0]
     if log_target:
         loss = (target - input) * paddle.exp(target)
     else:

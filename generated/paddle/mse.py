@@ -33,6 +33,16 @@ def _check(reduction):
         )
 
 
+def _shape(x):
+    """x's shape as a tuple; a size unknown until run time (-1 in a static-graph program) is read
+    as a tensor. to_static already gives tensors there; eager shapes are ints."""
+    shape = list(x.shape)
+    for k, n in enumerate(shape):
+        if isinstance(n, int) and n < 0:
+            shape[k] = paddle.shape(x)[k]
+    return tuple(shape)
+
+
 def mse(input, target, weight=None, *, reduction="mean"):
     """Mean squared error, as torch.nn.functional.mse_loss.
 
@@ -72,7 +82,7 @@ def mse(input, target, weight=None, *, reduction="mean"):
         elif reduction == "sum":
             result = loss.sum()
         else:
-            result = loss.sum() / paddle.broadcast_to(weight, loss.shape).sum()
+            result = loss.sum() / paddle.broadcast_to(weight, _shape(loss)).sum()
     return paddle.cast(result, in_dtype) if half else result
 
 

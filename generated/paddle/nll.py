@@ -46,6 +46,16 @@ def _check(ignore_index, reduction):
         )
 
 
+def _shape(x):
+    """x's shape as a tuple; a size unknown until run time (-1 in a static-graph program) is read
+    as a tensor. to_static already gives tensors there; eager shapes are ints."""
+    shape = list(x.shape)
+    for k, n in enumerate(shape):
+        if isinstance(n, int) and n < 0:
+            shape[k] = paddle.shape(x)[k]
+    return tuple(shape)
+
+
 def nll(input, target, weight=None, *, ignore_index=-100, reduction="mean"):
     """Negative log-likelihood of log-probabilities, as torch.nn.functional.nll_loss.
 
@@ -71,9 +81,9 @@ def nll(input, target, weight=None, *, ignore_index=-100, reduction="mean"):
         if weight is not None:
             weight = paddle.cast(weight, "float32")
     dtype = input.dtype
-    N = input.shape[0]
-    C = input.shape[1]
-    D = tuple(input.shape[2:])
+    N = _shape(input)[0]
+    C = _shape(input)[1]
+    D = tuple(_shape(input)[2:])
     target = paddle.reshape(target, (N, 1) + D)
     valid = target != ignore_index
     target = paddle.where(valid, target, paddle.zeros_like(target))

@@ -61,6 +61,16 @@ def _logsumexp(x, axis):
     return peak + paddle.log(paddle.sum(paddle.exp(x - peak), axis=axis, keepdim=True))
 
 
+def _shape(x):
+    """x's shape as a tuple; a size unknown until run time (-1 in a static-graph program) is read
+    as a tensor. to_static already gives tensors there; eager shapes are ints."""
+    shape = list(x.shape)
+    for k, n in enumerate(shape):
+        if isinstance(n, int) and n < 0:
+            shape[k] = paddle.shape(x)[k]
+    return tuple(shape)
+
+
 def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
     """Softmax focal loss with per-class alpha (Lin et al., 2017).
 
@@ -83,7 +93,7 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
         if alpha is not None:
             alpha = paddle.cast(alpha, "float32")
     dtype = input.dtype
-    N = input.shape[0]
+    N = _shape(input)[0]
     gamma = paddle.full([], gamma, dtype=dtype)
     target = paddle.reshape(target, (N, 1))
     # specialised: the defaults substituted into the loss

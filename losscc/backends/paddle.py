@@ -12,6 +12,15 @@ _LOGSUMEXP = '''def _logsumexp(x, axis):
     peak = paddle.amax(x, axis=axis, keepdim=True).detach()
     return peak + paddle.log(paddle.sum(paddle.exp(x - peak), axis=axis, keepdim=True))'''
 
+_SHAPE = '''def _shape(x):
+    """x's shape as a tuple; a size unknown until run time (-1 in a static-graph program) is read
+    as a tensor. to_static already gives tensors there; eager shapes are ints."""
+    shape = list(x.shape)
+    for k, n in enumerate(shape):
+        if isinstance(n, int) and n < 0:
+            shape[k] = paddle.shape(x)[k]
+    return tuple(shape)'''
+
 BACKEND = Backend(
     name="paddle",
     imports=("import paddle", "import paddle.nn.functional as F", "from paddle import nn"),
@@ -75,9 +84,12 @@ BACKEND = Backend(
         "size_value": "paddle.full([], {n}, dtype={dtype})",
         "sum_all": "{x}.sum()",
         "mean_all": "{x}.mean()",
+        # in a static-graph program an axis unknown until run time reads -1 in x.shape: _shape reads it
+        "shape": "_shape({x})",
         "dtype_of": "{x}.dtype",
         "half_dtypes": "(paddle.float16, paddle.bfloat16)",
         "float32": "'float32'",
     }),
-    helpers=_freeze({key: _LOGSUMEXP for key in ("logsumexp", "log_softmax", "gather_log_softmax")}),
+    helpers=_freeze({**{key: _LOGSUMEXP for key in ("logsumexp", "log_softmax", "gather_log_softmax")},
+                     "shape": _SHAPE}),
 )
