@@ -53,8 +53,11 @@ def _check(margin, reduction):
 
 
 def _shape(x):
-    """x's shape as a tuple; a size unknown until run time (-1 in a static-graph program) is read
-    as a tensor. to_static already gives tensors there; eager shapes are ints."""
+    """x's shape as a tuple, with sizes unknown until run time read as tensors.
+
+    A static-graph program reports such a size as -1; to_static already gives tensors
+    there, and eager shapes are ints.
+    """
     shape = list(x.shape)
     for k, n in enumerate(shape):
         if isinstance(n, int) and n < 0:
