@@ -36,21 +36,21 @@ from pathlib import Path
 
 os.environ.setdefault("GLOG_minloglevel", "2")
 
-import mindspore  # noqa: E402,F401  (before paddle: both ship libdnnl)
-import numpy as np  # noqa: E402
-import paddle  # noqa: E402,F401
-import yaml  # noqa: E402
-from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
-from hypothesis import seed as hseed  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+import mindspore  # noqa: F401  (before paddle: both ship libdnnl)
+import numpy as np
+import paddle  # noqa: F401
+import yaml
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hseed
+from hypothesis import strategies as st
 
-from losscc import compare, verify  # noqa: E402
-from losscc.backends import all_backends  # noqa: E402
-from losscc.cases import CaseData  # noqa: E402
-from losscc.emit import render_tree  # noqa: E402
-from losscc.errors import SpecError  # noqa: E402
-from losscc.parse import build_program  # noqa: E402
-from losscc.spec import spec_from_text  # noqa: E402
+from losscc import compare, verify
+from losscc.backends import all_backends
+from losscc.cases import CaseData
+from losscc.emit import render_tree
+from losscc.errors import SpecError
+from losscc.parse import build_program
+from losscc.spec import spec_from_text
 
 # Names of the generated code's own locals and common loss words: inputs, params, learnables
 # and bindings draw from this pool, so they collide with the code around them.
@@ -150,7 +150,9 @@ class Gen:
 
     def bounded(self, d=None) -> str:
         d = self.depth if d is None else d
-        r = lambda: self.real(max(d - 1, 0))  # noqa: E731
+        def r():
+            return self.real(max(d - 1, 0))
+
         k = self.draw(st.integers(0, 4))
         return [lambda: f"tanh({r()})", lambda: f"sigmoid({r()})", lambda: f"clip({r()}, -3, 3)",
                 lambda: f"log_sigmoid({r()})", lambda: f"(-softplus({r()}))"][k]()
@@ -425,6 +427,48 @@ def save(plan: Plan, outcome: Outcome, out: Path, index: int) -> Path:
     return path
 
 
+def rename(plan: Plan, mapping: dict) -> Plan:
+    """The same spec and cases with names replaced (old -> new) everywhere they occur."""
+    def sub(text: str) -> str:
+        for old, new in mapping.items():
+            text = re.sub(rf"(?<![\w.]){re.escape(old)}(?![\w=])", new, text)
+        return text
+
+    doc = json.loads(json.dumps(plan.doc))
+    doc["inputs"] = {mapping.get(k, k): v for k, v in doc["inputs"].items()}
+    for v in doc["inputs"].values():
+        if "ignore" in v:
+            v["ignore"] = mapping.get(v["ignore"], v["ignore"])
+    for key in ("params", "learnable"):
+        if key in doc:
+            doc[key] = {mapping.get(k, k): v for k, v in doc[key].items()}
+    for r in doc.get("reductions", {}).values():
+        r["denominator"] = sub(r["denominator"])
+    lines = []
+    for ln in doc["formula"].splitlines():
+        lhs, rhs = ln.split(" = ", 1)
+        lines.append(f"{mapping.get(lhs, lhs)} = {sub(rhs)}")
+    doc["formula"] = "\n".join(lines) + "\n"
+    cases = [({mapping.get(k, k): v for k, v in i.items()}, {mapping.get(k, k): v for k, v in p.items()},
+              {mapping.get(k, k): v for k, v in lr.items()}) for i, p, lr in plan.cases]
+    return Plan(doc, cases, plan.deliberate_reject, plan.graph)
+
+
+def triage(plan: Plan, tmp: Path, runners: dict) -> str:
+    """For a failing spec: does it pass with every name neutral (n0, n1, ...)?  If so, which
+    single original name brings the failure back (a name collision in the generated code)."""
+    doc = plan.doc
+    names = list(doc["inputs"]) + list(doc.get("params", {})) + list(doc.get("learnable", {}))
+    names += [ln.split(" = ")[0] for ln in doc["formula"].splitlines()]
+    neutral = {n: f"n{k}" for k, n in enumerate(names)}
+    if run_plan(rename(plan, neutral), tmp, runners, 9000).status != "passed":
+        return "fails with neutral names too: not a name collision"
+    culprits = [n for k, n in enumerate(names)
+                if run_plan(rename(plan, {m: v for m, v in neutral.items() if m != n}), tmp, runners,
+                            9001 + k).status == "failed"]
+    return f"passes with neutral names; fails again with the name(s) {culprits}"
+
+
 @dataclass
 class Summary:
     counts: Counter = field(default_factory=Counter)
@@ -434,12 +478,12 @@ class Summary:
     seconds: float = 0.0
 
     def text(self) -> str:
-        n = sum(self.counts.values())
+        n = sum(v for k, v in self.counts.items() if k != "deliberate")
         rej = self.counts["rejected"]
         lines = [f"fuzz: {n} specs in {self.seconds:.0f}s: " + ", ".join(
-            f"{self.counts[k]} {k}" for k in ("passed", "accuracy", "failed", "rejected", "skipped")),
-            f"rejection rate {rej / max(n, 1):.0%} (deliberate reserved names: {self.counts['deliberate']}; "
-            f"codes: {dict(self.codes)})"]
+            f"{self.counts[k]} {k}" for k in ("passed", "accuracy", "failed", "rejected", "skipped"))]
+        lines += [(f"rejection rate {rej / max(n, 1):.0%} (deliberate reserved names: "
+                   f"{self.counts['deliberate']}; codes: {dict(self.codes)})")]
         lines += [f"  #{i}: {p}" for i, p in self.failures]
         if self.saved:
             lines.append(f"saved: {os.path.dirname(self.saved[0])}")
@@ -482,13 +526,37 @@ def fuzz(examples: int, seed: int | None = 0, graph_every: int = 5, out: Path | 
     return summary
 
 
+def load_saved(path: Path) -> Plan:
+    """A spec saved by :func:`save` (YAML plus .cases.json) as a plan, to rerun or triage."""
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    raw = json.loads(path.with_suffix(".cases.json").read_text(encoding="utf-8"))
+    cases = []
+    for c in raw:
+        ints = {n for n, v in doc["inputs"].items() if v["dtype"] == "int"}
+        inputs = {n: (None if v is None else np.asarray(v, dtype=np.int64 if n in ints else float))
+                  for n, v in c["inputs"].items()}
+        cases.append((inputs, c["params"], {n: np.asarray(v, dtype=float) for n, v in c["learnable"].items()}))
+    return Plan(doc, cases)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.fuzz", description=__doc__.splitlines()[0])
     ap.add_argument("--examples", type=int, default=50)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--graph-every", type=int, default=5, help="run graph mode for about one spec in K (0: never)")
     ap.add_argument("--out", type=Path, default=None, help="where failing specs are saved (default: a tmp dir)")
+    ap.add_argument("--triage", type=Path, nargs="+", metavar="SAVED.yaml",
+                    help="rerun saved specs and say whether a name collision causes the failure")
     args = ap.parse_args(argv)
+    if args.triage:
+        runners = {b: verify.RUNNERS[b]() for b in verify.BACKENDS}
+        with tempfile.TemporaryDirectory(prefix="losscc-fuzz-mod-") as tmp:
+            for k, path in enumerate(args.triage):
+                plan = load_saved(path)
+                first = run_plan(plan, Path(tmp), runners, 8000 + k)
+                verdict = triage(plan, Path(tmp), runners) if first.status == "failed" else ""
+                print(f"{path}: {first.status}; {verdict}\n  {(first.problems or [''])[0][:300]}")
+        return 0
     summary = fuzz(args.examples, args.seed, args.graph_every, args.out)
     print(summary.text())
     return 1 if summary.counts["failed"] else 0

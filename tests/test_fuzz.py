@@ -1,0 +1,35 @@
+"""The differential fuzzer's CI budget: a fixed sequence of drawn specs (fixed seed, no
+example database), both backends, float64 and float32 eager, graph mode for about one spec
+in six.  Every spec must compile and match the reference (a per-element accuracy shortfall
+of a drawn formula is reported, not failed); rejections other than the deliberate reserved
+names mean the strategy drew an invalid spec.  By hand: `python -m tests.fuzz --examples N
+--seed S`."""
+
+from tests import fuzz
+
+CI_SEED = 20261203
+CI_EXAMPLES = 16
+
+
+def test_fuzz_budget(tmp_path):
+    s = fuzz.fuzz(CI_EXAMPLES, seed=CI_SEED, graph_every=6, out=tmp_path, keep=("failed", "rejected"))
+    report = s.text()
+    print(report)
+    assert s.counts["failed"] == 0, report
+    unexpected = s.counts["rejected"] - s.counts["deliberate"]
+    assert unexpected == 0, report
+    ran = s.counts["passed"] + s.counts["accuracy"]
+    assert ran >= CI_EXAMPLES // 2, report  # most drawn specs are valid and run
+
+
+def test_rename_keeps_the_spec_valid():
+    """Triage renames every name; the renamed spec must still compile (and `axis=` stays)."""
+    from losscc.spec import spec_from_text
+
+    plan = fuzz.Plan({"name": "fuzzed", "summary": "s.", "inputs": {
+        "axis": {"dtype": "float", "shape": ["N", "C"]}, "d": {"dtype": "int", "shape": ["N"], "domain": "[0, C)"}},
+        "formula": "t = log_softmax(axis, axis=C)[d]\nloss = -t\n"}, [({"axis": None, "d": None}, {}, {})])
+    renamed = fuzz.rename(plan, {"axis": "n0", "d": "n1", "t": "n2", "loss": "n3"})
+    assert renamed.doc["formula"] == "n2 = log_softmax(n0, axis=C)[n1]\nn3 = -n2\n"
+    spec_from_text(fuzz.yaml.safe_dump(renamed.doc, sort_keys=False), "renamed.yaml")
+    assert set(renamed.cases[0][0]) == {"n0", "n1"}
