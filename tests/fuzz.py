@@ -64,6 +64,9 @@ RESERVED_POOL = ("F", "nn", "ops", "ms", "paddle", "dtype")
 # reported as open compiler bugs: the CI budget leaves them out of its pool (so that it tests
 # everything else), the by-hand run keeps them.  Empty this when the lowering is fixed.
 KNOWN_COLLISIONS = ("half", "in_dtype", "shape")
+# Likewise the smallest variadic rank of the CI budget: the reference evaluator fails on a
+# comparison of 0-d inputs (an empty variadic group), a reported open bug; by hand it is 0.
+CI_MIN_RANK = 1
 GRID = 64.0  # values are multiples of 1/64: exact in float32, so one reference serves both dtypes
 
 
@@ -177,7 +180,7 @@ def _names(draw, k: int, taken: set) -> list[str]:
 
 
 @st.composite
-def plans(draw, graph_every: int = 0, avoid: tuple = ()) -> Plan:
+def plans(draw, graph_every: int = 0, avoid: tuple = (), min_rank: int = 0) -> Plan:
     taken: set = set(avoid)
     layout = draw(st.sampled_from(("elem", "elem", "class", "class_var", "lead_var")))
     deliberate = draw(st.integers(0, 19)) == 13
@@ -319,17 +322,17 @@ def plans(draw, graph_every: int = 0, avoid: tuple = ()) -> Plan:
         doc["reduction"] = draw(st.sampled_from(("mean", "sum", "none")))
     if deliberate:  # an (unused) parameter with a reserved name: the only problem of the spec
         doc.setdefault("params", {})[draw(st.sampled_from(RESERVED_POOL))] = {"default": 1.0}
-    cases = [_draw_case(draw, doc, k) for k in range(2)]
+    cases = [_draw_case(draw, doc, k, min_rank) for k in range(2)]
     graph = bool(graph_every) and draw(st.integers(0, graph_every - 1)) == 0
     return Plan(doc, cases, deliberate, graph)
 
 
-def _draw_case(draw, doc: dict, k: int):
+def _draw_case(draw, doc: dict, k: int, min_rank: int = 0):
     """Sizes (a variadic group may be empty: rank 0) and values on the 1/64 grid."""
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     sizes = {"N": (draw(st.integers(1, 3)),), "C": (draw(st.integers(2, 4)),)}
     for g in ("S", "D", "B"):
-        rank = draw(st.integers(0, 2))
+        rank = draw(st.integers(min_rank, 2))
         sizes[g] = tuple(draw(st.integers(1, 3)) for _ in range(rank))
     inputs = {}
     params = {n: p["default"] for n, p in doc.get("params", {}).items()}
@@ -383,8 +386,8 @@ def run_plan(plan: Plan, tmp: Path, runners: dict, index: int) -> Outcome:
         case = CaseData(f"case{k}", "fuzz", inputs, params, learn, from_reference=True)
         try:
             exp_vals, exp_grads, kinks = verify.expectations(prog, case)
-        except (ValueError, ArithmeticError) as exc:
-            problems.append(f"case{k}: reference evaluator: {type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - a crash of the reference evaluator is a finding too
+            problems.append(f"case{k}: reference evaluator: {type(exc).__name__}: {str(exc)[:200]}")
             continue
         if not all(np.all(np.isfinite(v)) for v in exp_vals.values()):
             continue  # outside the formula's domain at these inputs (e.g. a huge exp): not a test
@@ -501,7 +504,8 @@ class Summary:
 
 
 def fuzz(examples: int, seed: int | None = 0, graph_every: int = 5, out: Path | None = None,
-         derandomize: bool = False, keep=("failed", "accuracy", "rejected"), avoid: tuple = ()) -> Summary:
+         derandomize: bool = False, keep=("failed", "accuracy", "rejected"), avoid: tuple = (),
+         min_rank: int = 0) -> Summary:
     """Run `examples` drawn specs; with `derandomize` the sequence is fixed (CI)."""
     import mindspore as ms
 
@@ -514,7 +518,7 @@ def fuzz(examples: int, seed: int | None = 0, graph_every: int = 5, out: Path | 
     with tempfile.TemporaryDirectory(prefix="losscc-fuzz-mod-") as tmp:
         @settings(max_examples=examples, deadline=None, database=None, derandomize=derandomize,
                   phases=[Phase.generate], suppress_health_check=list(HealthCheck))
-        @given(plans(graph_every=graph_every, avoid=tuple(avoid)))
+        @given(plans(graph_every=graph_every, avoid=tuple(avoid), min_rank=min_rank))
         def one(plan):
             index = counter[0]
             counter[0] += 1
