@@ -75,7 +75,7 @@ KNOWN_BUGS = {
         r"proposed_shape '.*' is invalid for input of size|The 'shape' in ReshapeOp is invalid",
     "internal compiler error on conditions inside min/max/Piecewise (E900)":
         r"internal compiler error \((ValueError: tuple\.index\(x\): x not in tuple|ValueError: The argument .* "
-        r"is not comparable)",
+        r"is not comparable|TypeError: cannot create mpf from)",
     "MindSpore clip with an integer bound":
         r"Failed calling ClampTensor with",
     "Paddle float64/int64 mix in a class loss with ignore_index":
