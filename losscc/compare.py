@@ -296,7 +296,7 @@ def _items(prog, case, vals, grads, exp_vals, exp_grads, kinks, reds, dtype=None
 
     none = exp_vals.get("none") if truth is None else truth.get("none")
     shape = np.shape(none) if none is not None else None
-    sens = sensitivity(prog, case, exp_grads, shape) if none is not None and exp_grads else None
+    sens = sensitivity(prog, case, exp_grads, shape) if prog is not None and none is not None and exp_grads else None
     el_floor, cond = value_floors(none, sens) if none is not None else (None, 1.0)
     out = []
     for r in reds:
