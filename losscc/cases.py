@@ -212,15 +212,20 @@ def reference_cases(spec: Spec, root: Path) -> list[CaseData]:
 
 
 EXTREME_SCALES = (1e2, 1e4, 1e18)  # 1e18: squares still fit in float32
+TINY_DIFFERENCES = (1e-8, 1e-20)    # relative to entries of size 1; 1e-20 is below float64's eps
 
 
 def extreme_cases(spec: Spec, seed: int = 0) -> list[CaseData]:
-    """Inputs where hand-written losses overflow or lose their gradient.
+    """Inputs where hand-written losses overflow, cancel or lose their gradient.
 
     Per float input with an unbounded domain: entries of magnitude 1e2, 1e4 and 1e18 (the
     others stay ordinary); probabilities exactly 0 and 1 where the domain is closed there;
-    differences exactly 0 (every pair of same-shaped real inputs made equal); tiny (1e-30)
-    and huge (1e30) values where the domain is (0, inf) or [0, inf)."""
+    tiny (1e-30) and huge (1e30) values where the domain is (0, inf) or [0, inf).  Per pair of
+    same-shaped real inputs a, b: equal (difference exactly 0), one ulp apart, and differences
+    of 1e-8 and 1e-20 (b = a + 1e-8 on entries of size 1; a = +-1e-20, b = 0), where a loss
+    of the difference must keep its relative accuracy (log(cosh(d)) ~ d**2 / 2).  Per
+    comparison, clip bound and max/min of the formula whose sides depend elementwise on the
+    inputs: a draw that puts half the entries exactly on the boundary (ties)."""
     base = random_cases(spec, 1, seed + 1000)[0]
     base.params = {p.name: p.default for p in spec.params}
     out = []
@@ -249,6 +254,115 @@ def extreme_cases(spec: Spec, seed: int = 0) -> list[CaseData]:
                 variant(f"{inp.name}_zero", {inp.name: np.zeros(v.shape)})
     real = [i for i in floats if not i.domain.is_set and i.domain.lo is None and i.domain.hi is None]
     for a, b in zip(real, real[1:]):
-        if base.inputs[a.name].shape == base.inputs[b.name].shape:
-            variant(f"{a.name}_eq_{b.name}", {b.name: base.inputs[a.name].copy()})
+        va = base.inputs[a.name]
+        if va.shape != base.inputs[b.name].shape:
+            continue
+        variant(f"{a.name}_eq_{b.name}", {b.name: va.copy()})
+        variant(f"{a.name}_ulp_{b.name}", {b.name: np.nextafter(va, np.inf)})
+        rng = np.random.default_rng([seed, len(a.name), len(b.name)])
+        sign = np.where(rng.random(va.shape) < 0.5, -1.0, 1.0)
+        unit = sign * np.round(rng.uniform(0.5, 1.0, va.shape), 3)
+        for dd in TINY_DIFFERENCES:
+            if dd >= np.finfo(float).eps:
+                variant(f"{a.name}_near_{b.name}_{dd:.0e}", {a.name: unit, b.name: unit + sign * dd})
+            else:
+                variant(f"{a.name}_near_{b.name}_{dd:.0e}", {a.name: unit * dd, b.name: np.zeros(va.shape)})
+    for tag, changes in _boundary_variants(spec, base, floats):
+        variant(tag, changes)
     return out
+
+
+def _boundary_variants(spec: Spec, base: CaseData, floats: list[Input]) -> list[tuple[str, dict]]:
+    """Ties of the formula's comparisons, clip bounds and max/min: for each, one float input x
+    is solved (by bisection on float64 values, bounded) so that both sides are equal, the other
+    inputs it involves held at one representative value."""
+    import sympy as sp
+
+    from . import ir
+    from .parse import build_program
+
+    try:
+        prog = build_program(spec)
+    except Exception:  # noqa: BLE001 - an invalid spec has no boundaries to test; verify reports it
+        return []
+    sym = prog.symbols
+    fixed = {sym[p.name]: (sp.Integer(int(p.default)) if p.kind in ("int", "bool") else sp.Float(p.default))
+             for p in spec.params if p.name in sym and isinstance(p.default, (int, float))}
+    names = {sym[i.name]: i for i in spec.inputs if i.name in sym and base.inputs.get(i.name) is not None}
+    pairs = []
+    for node in sp.preorder_traversal(prog.loss):
+        if isinstance(node, sp.core.relational.Relational) and not isinstance(node, (sp.Eq, sp.Ne)):
+            pairs.append((node.lhs, node.rhs))
+        elif isinstance(node, ir.Clip):
+            pairs += [(node.args[0], node.args[1]), (node.args[0], node.args[2])]
+        elif isinstance(node, (sp.Max, sp.Min)) and len(node.args) == 2:
+            pairs.append(node.args)
+        if len(pairs) >= 8:
+            break
+    out, seen = [], set()
+    for lhs, rhs in pairs:
+        f = (lhs - rhs).subs(fixed)
+        if f.has(ir.TensorOp) or not f.free_symbols or not f.free_symbols <= set(names):
+            continue
+        xs = [s for s in sorted(f.free_symbols, key=str) if names[s] in floats and not names[s].domain.is_set]
+        if not xs:
+            continue
+        x = xs[0]
+        rep = {s: float(np.asarray(base.inputs[names[s].name], dtype=float).reshape(-1)[0])
+               for s in f.free_symbols if s != x}
+        g = f.subs({s: sp.Float(v, 30) for s, v in rep.items()})
+        root = _bisect(g, x, names[x].domain)
+        if root is None or (x, root) in seen:
+            continue
+        seen.add((x, root))
+        changes = {}
+        for s, v in rep.items():
+            changes[names[s].name] = np.full(base.inputs[names[s].name].shape, v)
+        arr = np.asarray(base.inputs[names[x].name], dtype=float).copy()
+        arr.reshape(-1)[::2] = root
+        changes[names[x].name] = arr
+        out.append((f"{names[x].name}_tie{len(out)}", changes))
+    return out
+
+
+def _bisect(g, x, domain, steps: int = 80):
+    """A float64 value of x where the expression g changes sign (g(x) == 0 when representable),
+    searched on a grid inside the domain; None if g keeps its sign there."""
+    import sympy as sp
+
+    lo = -8.0 if domain.lo is None else float(domain.lo)
+    hi = 8.0 if domain.hi is None else float(domain.hi)
+    if domain.hi is None and domain.lo is not None:
+        hi = lo + 16.0
+
+    def val(t: float):
+        try:
+            r = complex(g.subs(x, sp.Float(t, 30)).evalf(30))
+        except (TypeError, ValueError, ZeroDivisionError):
+            return None
+        return r.real if abs(r.imag) == 0 and np.isfinite(r.real) else None
+
+    grid = np.linspace(lo, hi, 33)[1:-1]
+    vals = [val(float(t)) for t in grid]
+    for t, v in zip(grid, vals):
+        if v == 0:
+            return float(t)
+    for (t0, v0), (t1, v1) in zip(zip(grid, vals), zip(grid[1:], vals[1:])):
+        if v0 is None or v1 is None or (v0 > 0) == (v1 > 0):
+            continue
+        a, b = float(t0), float(t1)
+        for _ in range(steps):
+            m = (a + b) / 2
+            if m in (a, b):
+                break
+            vm = val(m)
+            if vm is None:
+                return None
+            if vm == 0:
+                return m
+            if (vm > 0) == (v0 > 0):
+                a = m
+            else:
+                b = m
+        return b
+    return None

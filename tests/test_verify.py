@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,16 +17,171 @@ from losscc.spec import load_spec
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def ok(actual, expected, dtype, quantity="value"):
+    return verify.check(actual, expected, dtype, quantity).ok
+
+
 def test_compare_tolerances():
+    # per element: float64 values to 256 ulps, float32 to 1e-5
+    assert ok([1.0 + 1e-14], [1.0], "float64")
+    assert not ok([1.0 + 1e-12], [1.0], "float64")
+    assert ok([1.0 + 5e-6], [1.0], "float32")
+    assert not ok([1.0 + 5e-5], [1.0], "float32")
+    assert not ok([np.nan], [1.0], "float64")
+    assert not ok([1.0, 2.0], [1.0], "float64")
+    # a cancelled tiny gradient entry next to 1e6: its floor is the array's largest entry
+    assert ok([1e6, 1e-7], [1e6, 0.0], "float64", "gradient")
+    assert not ok([1.0, 1e-7], [1.0, 0.0], "float64", "gradient")
+    # gradients get 4x the values' per-element tolerance
+    assert ok([1.0 + 1.5e-13], [1.0], "float64", "gradient")
+    assert not ok([1.0 + 1.5e-13], [1.0], "float64", "value")
+    # the norm-wise measure alone (verify.compare, as before) passes what the new check fails
     assert verify.compare([1.0 + 1e-11], [1.0], "float64")[0]
     assert not verify.compare([1.0 + 1e-9], [1.0], "float64")[0]
-    assert verify.compare([1.0 + 5e-6], [1.0], "float32")[0]
-    assert not verify.compare([1.0 + 5e-5], [1.0], "float32")[0]
-    assert not verify.compare([np.nan], [1.0], "float64")[0]
-    assert not verify.compare([1.0, 2.0], [1.0], "float64")[0]
-    # atol is relative to the array's largest magnitude: a cancelled tiny entry next to 1e6
     assert verify.compare([1e6, 1e-7], [1e6, 0.0], "float64")[0]
-    assert not verify.compare([1.0, 1e-7], [1.0, 0.0], "float64")[0]
+
+
+def test_per_element_check_catches_what_the_norm_wise_measure_hides():
+    """log(cosh(d)) evaluated plainly at d = 1e-8 gives 1.11e-16 (cosh rounds to 1 + 2.2e-16);
+    the truth is 5e-17.  The old measure err / max(|e|, atol * scale / rtol) calls that 6e-15
+    and passes it; the per-element check does not."""
+    d = np.array([1e-8, 0.5, -2.0])
+    plain = np.log(np.cosh(d))
+    plain[0] = 1.1102230246251565e-16  # what the frameworks' log(cosh(d)) and |d| + log1p(exp(-2|d|)) - log 2 give
+    truth = np.array([5.0000000000000004e-17, 0.12011450695827752, 1.3250027473578645])
+    old = verify.check(plain, truth, "float64", truth=False)
+    assert old.ok and old.norm_err < 1e-14
+    new = verify.check(plain, truth, "float64")
+    assert not new.ok
+    assert new.problem.startswith("relative error 1.22 at element [0]: got 1.1102230246251565e-16")
+    # an accurate evaluation passes: log(cosh d) = log1p(2 sinh(d/2)**2)
+    assert verify.check(np.log1p(2 * np.sinh(d / 2) ** 2), truth, "float64").ok
+    # and a perturbed value at the tiny element fails the same way
+    bumped = truth.copy()
+    bumped[0] *= 1 + 1e-9
+    assert verify.check(bumped, truth, "float64", truth=False).ok
+    assert not verify.check(bumped, truth, "float64").ok
+
+
+def test_condition_floor_and_subnormals():
+    # exp(3) - 20 = 0.0855 from operands of size 20: one float32 ulp of 20 (1.9e-6) is 2e-5 of
+    # the result; its condition S = |x * exp(x)| = 60.3 lets that through, and no more
+    e = np.exp(3.0) - 20.0
+    err = 2e-6
+    assert verify.check([e + err], [e], "float32", magnitude=3.0, truth=False).ok
+    assert not verify.check([e + err], [e], "float32", magnitude=3.0).ok
+    assert verify.check([e + err], [e], "float32", magnitude=3.0, floor=3 * np.exp(3.0)).ok
+    assert not verify.check([e + 1e-3], [e], "float32", magnitude=3.0, floor=3 * np.exp(3.0)).ok
+    # an expected value subnormal in float32 is checked absolutely (to the smallest normal)
+    assert verify.check([0.0], [5e-41], "float32").ok
+    assert not verify.check([0.0], [5e-41], "float64").ok  # ... but is a normal float64
+    assert not verify.check([1e-30], [0.0], "float64").ok
+
+
+def test_nonfinite_messages_name_the_element():
+    c = verify.check([[1.0, np.nan], [2.0, 3.0]], [[1.0, 0.5], [2.0, 3.0]], "float64", quantity="gradient")
+    assert not c.ok and c.problem == "is NaN at element [0, 1] (expected 0.5)"
+    c = verify.check([np.inf, 1.0], [2.0, 1.0], "float32")
+    assert c.problem == "is inf at element [0] (expected 2)"
+
+
+def test_tolerances_are_stated():
+    for (dtype, quantity), tol in verify.ELEMENT_TOLERANCES.items():
+        assert tol.dtype == dtype and tol.quantity == quantity and len(tol.reason) > 40
+        assert tol.as_dict()["per_element_rtol"] == tol.rtol
+    assert verify.ELEMENT_TOLERANCES["float64", "value"].ulps == 256
+    assert verify.ELEMENT_TOLERANCES["float64", "gradient"].ulps == 1024
+
+
+PLAIN_LOG_COSH = """
+import paddle
+from paddle import nn
+
+
+class LogCosh(nn.Layer):
+    def __init__(self, reduction="mean"):
+        super().__init__()
+        self.reduction = reduction
+
+    def forward(self, input, target, weight=None):
+        d = input - target
+        loss = {expr}
+        if weight is not None:
+            loss = loss * weight
+        if self.reduction == "none":
+            return loss
+        return loss.sum() if self.reduction == "sum" else loss.mean()
+"""
+
+
+def test_plain_log_cosh_lowering_fails_verify(tmp_path):
+    """verify_spec end to end with a hand-written plain lowering of log_cosh: the row fails at
+    d = 1e-8 with a message naming the case, reduction, element and both values; an accurate
+    lowering of the same formula passes."""
+    spec = load_spec(ROOT / "specs/log_cosh.yaml", "specs/log_cosh.yaml")
+    case = verify.CaseData("tiny_d", "test", {"input": np.array([1e-8, 0.5, -2.0]), "target": np.zeros(3),
+                                              "weight": None}, {}, from_reference=True)
+    runner = verify.RUNNERS["paddle"]()
+    results = {}
+    for tag, expr in (("plain", "paddle.log(paddle.cosh(d))"), ("accurate", "paddle.log1p(2 * paddle.sinh(d / 2) ** 2)")):
+        path = tmp_path / f"log_cosh_{tag}.py"
+        path.write_text(PLAIN_LOG_COSH.format(expr=expr))
+        mod = verify.load_module(path, f"log_cosh_{tag}_{abs(hash(str(tmp_path)))}")
+        results[tag] = verify.verify_spec(spec, {"paddle": mod}, {"paddle": runner}, ("float64",), ("eager",),
+                                          [case])[0]
+    plain = results["plain"]
+    assert not plain.ok
+    assert plain.value_err < 1e-10  # the norm-wise measure alone would pass it
+    assert any(re.match(r"tiny_d: value \(none\) relative error (1|1\.22) at element \[0\]: got (0|1\.1102230246251\d*e-16), "
+                        r"expected (5\.0000000|4\.9999999)\d*e-17", f) for f in plain.failures), plain.failures
+    assert results["accurate"].ok, results["accurate"].failures
+
+
+def test_error_line_unwraps_framework_errors():
+    import mindspore as ms
+    import paddle
+
+    class Bad(paddle.nn.Layer):
+        def forward(self, x):
+            y = x * 2
+            return paddle.reshape(y, [7, 3])
+
+    try:
+        paddle.jit.to_static(Bad(), full_graph=True)(paddle.ones([4]))
+    except Exception as exc:  # noqa: BLE001
+        line = verify.error_line(exc)
+    assert line.startswith("ValueError: (InvalidArgument) The 'shape' in ReshapeOp is invalid"), line
+    assert line.endswith("(at: return paddle.reshape(y, [7, 3]))")
+
+    class BadCell(ms.nn.Cell):
+        def construct(self, x):
+            return ms.ops.reshape(x * 2, (7, 3))
+
+    try:
+        ms.jit(BadCell())(ms.Tensor(np.ones(4)))
+    except Exception as exc:  # noqa: BLE001
+        line = verify.error_line(exc)
+    assert line.startswith("ValueError: For primitive[Reshape]"), line
+    assert "C++ Call Stack" not in line and line.endswith("(at: return ms.ops.reshape(x * 2, (7, 3)))")
+
+
+def test_extreme_suite_has_ties_and_tiny_differences():
+    from losscc.cases import extreme_cases
+
+    spec = load_spec(ROOT / "specs/huber.yaml", "specs/huber.yaml")
+    cases = {c.id: c for c in extreme_cases(spec)}
+    eq, ulp = cases["extreme_input_eq_target"], cases["extreme_input_ulp_target"]
+    assert np.array_equal(eq.inputs["input"], eq.inputs["target"])
+    assert np.all(np.nextafter(ulp.inputs["input"], np.inf) == ulp.inputs["target"])
+    near = cases["extreme_input_near_target_1e-08"]
+    d = near.inputs["target"] - near.inputs["input"]
+    assert np.allclose(np.abs(d), 1e-8, rtol=1e-7)
+    tiny = cases["extreme_input_near_target_1e-20"]
+    assert np.all((np.abs(tiny.inputs["input"]) >= 5e-21) & (np.abs(tiny.inputs["input"]) <= 1e-20))
+    # the where boundary |input - target| < delta, with delta = 1: hit exactly on every other entry
+    tie = cases["extreme_input_tie0"]
+    gap = np.abs(tie.inputs["input"] - tie.inputs["target"]).reshape(-1)
+    assert np.all(gap[::2] == 1.0) and np.all(gap[1::2] != 1.0)
 
 
 def test_perturbed_expected_value_fails(tmp_path):
@@ -80,7 +236,10 @@ def test_missing_guard_fails(tmp_path):
         rows = _rows_with_backend(spec, get("paddle"), tmp_path)
     finally:
         pipeline.guard_branches = original
-    assert any("gradient" in f and "edge_beta0_is_l1" in f for r in rows for f in r.failures)
+    msgs = [f for r in rows for f in r.failures if "gradient" in f and "edge_beta0_is_l1" in f]
+    assert msgs
+    # the message says NaN, for which input, at which element
+    assert any(re.match(r"edge_beta0_is_l1: gradient d/d(input|target) is NaN at element \[\d+\]", f) for f in msgs), msgs
 
 
 def test_json_report_and_exit_status():
@@ -92,3 +251,6 @@ def test_json_report_and_exit_status():
     assert {(x["backend"], x["dtype"], x["mode"]) for x in rows} == {("mindspore", "float32", "eager"),
                                                                     ("paddle", "float32", "eager")}
     assert all(x["verdict"] == "pass" and x["cases"] > 0 for x in rows)
+    tol = rows[0]["tolerances"]
+    assert tol["value"]["per_element_rtol"] == 1e-5 and tol["gradient"]["per_element_rtol"] == 4e-5
+    assert "reason" in tol["value"] and rows[0]["max_elem_rel_value"] <= 1e-5
