@@ -70,7 +70,8 @@ def _parser() -> argparse.ArgumentParser:
     _eps_option(e)
     _common_options(e, formats=False)
     v = sub.add_parser("verify", help="run the generated code against high-precision references")
-    v.add_argument("specs", nargs="*", default=["specs"])
+    v.add_argument("specs", nargs="*", default=[],
+                   help="spec files or folders (default: [tool.losscc] specs, else specs/)")
     v.add_argument("--cases", action="append", default=[], metavar="FILE.json",
                    help="extra conformance case file (for a single spec)")
     v.add_argument("--backend", action="append", choices=BACKEND_CHOICES)

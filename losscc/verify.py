@@ -390,9 +390,12 @@ def format_table(rows: list[Row]) -> str:
 
 
 def run_cli(args) -> int:
-    from .emit import find_specs, load_all
+    from .emit import load_all, project_specs
+    from .project import find_project
 
-    specs = load_all(find_specs(args.specs), eps=getattr(args, "eps", None))
+    project = find_project()
+    eps = project.eps if getattr(args, "eps", None) is None else args.eps
+    specs = load_all(project_specs(project, args.specs), eps=eps, root=project.root)
     if args.cases and len(specs) != 1:
         raise SpecError([])  # pragma: no cover - argparse-level misuse is reported below
     backends = tuple(args.backend or BACKENDS)
@@ -418,7 +421,7 @@ def run_cli(args) -> int:
 
     if args.extreme:
         dtypes = tuple(args.dtype or ("float32",))
-    rows = run(specs, backends, dtypes, modes, args.cases, args.random, args.seed, Path("."), progress,
+    rows = run(specs, backends, dtypes, modes, args.cases, args.random, args.seed, project.root, progress,
                extreme=args.extreme, spec_done=spec_done)
     if tty:
         sys.stderr.write("\r\x1b[K")

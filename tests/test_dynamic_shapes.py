@@ -11,7 +11,7 @@ import mindspore as ms
 import numpy as np
 import paddle
 import pytest
-from codegen_util import case, modules, spec_of
+from tests.codegen_util import case, modules, spec_of
 from paddle.static import InputSpec
 
 from losscc.pipeline import build_program

@@ -6,7 +6,7 @@ called on small inputs in both backends and compared with the reference."""
 import re
 
 import pytest
-from codegen_util import case, check, modules, spec_of
+from tests.codegen_util import case, check, modules, spec_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from codegen_util import case, check, modules, spec_of
+from tests.codegen_util import case, check, modules, spec_of
 
 from losscc.backends import get
 from losscc.emit import compile_spec
