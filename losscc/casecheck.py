@@ -71,11 +71,14 @@ def _sz(t: tuple[int, ...]) -> str:
     return str(t[0]) if len(t) == 1 else str(list(t))
 
 
-def check_inputs(spec, inputs: dict, params: dict, prefix: str) -> dict:
+def check_inputs(spec, inputs: dict, params: dict, prefix: str, skip: frozenset = frozenset()) -> dict:
     """Check `inputs` (name -> nested list, number or None) against the spec; return the
-    axis sizes {symbol: tuple}.  `params` holds the case's parameter values."""
+    axis sizes {symbol: tuple}.  `params` holds the case's parameter values; inputs named
+    in `skip` are filled in later (a scalar for every entry)."""
     sizes: dict = {}
     for inp in spec.inputs:
+        if inp.name in skip:
+            continue
         v = inputs.get(inp.name)
         where = f"{prefix}.{inp.name}"
         if v is None:

@@ -21,7 +21,7 @@ import yaml
 from . import limits
 from .errors import Collector, Diagnostic, Location, SpecError
 
-MAX_YAML_DEPTH = 32
+MAX_YAML_DEPTH = limits.MAX_YAML_DEPTH
 MAX_INT_DIGITS = 300
 
 FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z")
