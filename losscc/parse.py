@@ -455,8 +455,11 @@ class _Converter:
         if isinstance(op, ast.Mult):
             return self._t(le * re_, t)
         if isinstance(op, ast.Div):
-            if re_.is_zero:
-                raise _Fail(node, "E207", "division by zero")
+            if _is_zero_constant(re_):
+                if re_.is_zero:
+                    raise _Fail(node, "E207", "division by zero")
+                raise _Fail(node, "E207", "division by a constant that is zero",
+                            "the denominator evaluates to 0 (below 1e-100 at 50 and at 200 digits)")
             return self._t(le / re_, t)
         if isinstance(op, ast.Pow):
             if le.is_number and re_.is_number and _magnitude_digits(le, re_) > 300:
@@ -466,7 +469,7 @@ class _Converter:
                             f"exponent exceeds the limit 'exponent' ({limits.MAX_EXPONENT})")
             if le.is_Number and not re_.is_Number:
                 pass
-            if le.is_Number and re_.is_Number and le.is_zero and re_.is_negative:
+            if le.is_number and re_.is_Number and re_.is_negative and _is_zero_constant(le):
                 raise _Fail(node, "E207", "division by zero")
             return self._t(le ** re_, t)
         raise _Fail(node, "E202", f"operator '{_describe(node)}' is not allowed")
@@ -488,7 +491,7 @@ class _Converter:
             if (ta.dtype == "int" and ta.axes or tb.dtype == "int" and tb.axes) and rel not in (sp.Eq, sp.Ne):
                 raise _Fail(node, "E213", "integer tensors can only be compared with == or !=")
             if a.is_number and b.is_number:  # a constant condition is decided now
-                rels.append(sp.true if bool(rel(a, b)) else sp.false)
+                rels.append(sp.true if _decide(rel, a, b) else sp.false)
             else:
                 rels.append(rel(a, b, evaluate=False))
         e = rels[0] if len(rels) == 1 else sp.And(*rels)
@@ -768,15 +771,54 @@ def _magnitude_digits(base, ex) -> float:
     return abs(x * math.log10(b))
 
 
-def _check_constant(node, e) -> None:
-    try:
-        v = complex(sp.N(e, 17))
-    except (TypeError, ValueError, OverflowError):
-        raise _Fail(node, "E203", "constant cannot be evaluated") from None
-    if v.imag != 0:
-        raise _Fail(node, "E203", "constant is not a real number")
-    if not (abs(v.real) < 1e300):
-        raise _Fail(node, "E203", "constant overflows a float (|value| >= 1e300)")
+CONST_DIGITS = (50, 200)  # working precisions of constant evaluation
+
+
+def constant_value(e) -> float | str:
+    """The float value of the constant `e`, or the reason it has none.
+
+    Evaluated (SymPy evalf, i.e. mpmath, on a tree of at most 'tree' nodes) at 50 and at
+    200 digits; a value below 10**-(digits/2) at both is exactly zero (log(2) + log(3) -
+    log(6) cancels at any precision; a true constant such as 1e-50 does not).  Values that
+    differ between the two precisions (log of such a zero) are refused."""
+    vals = []
+    for n in CONST_DIGITS:
+        try:
+            v = complex(sp.N(e, n))
+        except (TypeError, ValueError, OverflowError, ArithmeticError, RecursionError):
+            return "constant cannot be evaluated"
+        if v != v or v.real in (float("inf"), float("-inf")):
+            return "constant overflows a float (|value| >= 1e300)" if v == v else "constant is not a real number"
+        vals.append(v)
+    (a, b), (na, nb) = vals, CONST_DIGITS
+    if abs(a) < 10.0 ** -(na // 2) and abs(b) < 10.0 ** -(nb // 2):
+        return 0.0
+    if abs(a - b) > 1e-12 * max(abs(a), abs(b)):
+        return "constant cannot be evaluated reliably (it depends on a value that cancels to 0)"
+    if abs(b.imag) > 1e-12 * abs(b):
+        return "constant is not a real number"
+    if not abs(b.real) < 1e300:
+        return "constant overflows a float (|value| >= 1e300)"
+    return b.real
+
+
+def _check_constant(node, e) -> float:
+    v = constant_value(e)
+    if isinstance(v, str):
+        raise _Fail(node, "E203", v)
+    return v
+
+
+def _is_zero_constant(e) -> bool:
+    return bool(e.is_zero) or (e.is_number and not e.has(ir.TensorOp) and constant_value(e) == 0.0)
+
+
+def _decide(rel, a, b) -> bool:
+    """A comparison of two constants, decided on their evaluated difference."""
+    d = constant_value(a - b)
+    if isinstance(d, str):
+        raise ValueError(d)
+    return {sp.Lt: d < 0, sp.Le: d <= 0, sp.Gt: d > 0, sp.Ge: d >= 0, sp.Eq: d == 0, sp.Ne: d != 0}[rel]
 
 
 def _source(node) -> str:
