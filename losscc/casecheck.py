@@ -144,3 +144,31 @@ def check_param(p, v: Any, where: str) -> None:
 def check_expected(name: str, v: Any, where: str) -> None:
     """An expected value: a finite number, or (for per-element reductions) a rectangular list."""
     nested_shape(v, f"{where}.{name}")
+
+
+REFERENCE_BASE_DPS = 40
+
+
+def reference_digits(magnitude: float) -> int:
+    """Working digits the reference evaluator needs for inputs up to `magnitude`: enough
+    that exp(-|x|) still counts next to 1 (1 - sigmoid(1000) must not cancel to 0)."""
+    return int(REFERENCE_BASE_DPS + min(magnitude, 1e6) / 2.3)
+
+
+def check_reference_cost(spec, inputs: dict, needs_gradients: bool) -> None:
+    """A case the reference evaluator must compute: its precision and its size are bounded
+    ('reference_dps'; 'reference_grad_elements' where the gradients come from it: each
+    entry costs two evaluations of the whole case)."""
+    values = [abs(x) for v in inputs.values() if v is not None for x in flat(v)]
+    big = max(values, default=0.0)
+    need = reference_digits(big)
+    if need > limits.MAX_REFERENCE_DPS:
+        raise CaseProblem(f"an input of magnitude {big:.6g} needs {need} digits in the reference evaluator, "
+                          f"above the limit 'reference_dps' ({limits.MAX_REFERENCE_DPS})")
+    if needs_gradients:
+        n = sum(len(flat(inputs[i.name])) for i in spec.inputs
+                if i.dtype == "float" and not i.optional and inputs.get(i.name) is not None)
+        if n > limits.MAX_REFERENCE_GRAD_ELEMENTS:
+            raise CaseProblem(f"{n} input entries need reference gradients, above the limit "
+                              f"'reference_grad_elements' ({limits.MAX_REFERENCE_GRAD_ELEMENTS}); "
+                              "give the case's gradients or make it smaller")

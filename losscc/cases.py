@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from . import limits
-from .casecheck import CaseProblem, check_inputs, check_param, nested_shape
+from .casecheck import CaseProblem, check_inputs, check_param, check_reference_cost, nested_shape
 from .errors import Diagnostic, Location, SpecError
 from .files import read_bounded
 from .spec import Input, Spec
@@ -243,6 +243,7 @@ def _one_case(case, spec: Spec, input_map: dict, param_map: dict, path: Path,
                               f"{list(inputs[target].shape)}")
     if cid in reference_gradients:
         grads = {}  # the spec explains why these come from losscc's reference evaluator
+    check_reference_cost(spec, {k: (None if v is None else v.tolist()) for k, v in inputs.items()}, not grads)
     return CaseData(cid, path.as_posix(), inputs, params, {}, expected, grads)
 
 

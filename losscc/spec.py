@@ -829,6 +829,11 @@ def _check_cases(out: Collector, cases, inputs, params, reductions) -> None:
             name = str(exc).split(":", 1)[0].rsplit(".", 1)[-1]
             line, col = at(f"inputs.{name}")
             out.error(line, col, "E117", str(exc))
+            continue
+        try:  # the reference evaluator computes every spec case's gradients
+            casecheck.check_reference_cost(view, c.inputs, needs_gradients=True)
+        except casecheck.CaseProblem as exc:
+            out.error(c.loc.line, c.loc.col, "E104", f"{where} ('{_clip(c.id)}'): {exc}")
 
 
 @dataclass(frozen=True)
