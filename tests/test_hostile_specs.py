@@ -392,7 +392,7 @@ def test_mutated_specs_exit_0_or_2_within_bounds():
     error (E900), exit 1 or 3, within 2 GB (the whole run within its timeout)."""
     code = textwrap.dedent(FUZZ_DRIVER)
     try:
-        p = subprocess.run([sys.executable, "-c", code, "40"], cwd=ROOT, env=_env(), capture_output=True,
+        p = subprocess.run([sys.executable, "-c", code, "150"], cwd=ROOT, env=_env(), capture_output=True,
                            text=True, timeout=90, preexec_fn=_limit_memory)
     except subprocess.TimeoutExpired:
         pytest.fail("the fuzzer ran past 90 s")
