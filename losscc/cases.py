@@ -107,16 +107,61 @@ def random_cases(spec: Spec, count: int, seed: int) -> list[CaseData]:
     return out
 
 
+_LOSS_AXES: dict = {}
+
+
+def _loss_shape(spec: Spec, inputs: dict) -> tuple[int, ...] | None:
+    """The shape of the per-element loss for these inputs, or None where it is not known."""
+    key = (spec.path, spec.source_sha256)
+    if key not in _LOSS_AXES:
+        from .parse import build_program
+
+        prog = build_program(spec)
+        _LOSS_AXES.clear()  # one spec at a time is enough
+        _LOSS_AXES[key] = prog.typeof(prog.loss).axes
+    axes = _LOSS_AXES[key]
+    sizes: dict = {}
+    for inp in spec.inputs:
+        v = inputs.get(inp.name)
+        if v is None or inp.broadcast:
+            continue
+        nvar = v.ndim - sum(1 for a in inp.shape if not a.startswith("*"))
+        k = 0
+        for a in inp.shape:
+            n = nvar if a.startswith("*") else 1
+            sizes.setdefault(a.lstrip("*"), tuple(v.shape[k:k + n]))
+            k += n
+    if not all(a in sizes for a in axes):
+        return None
+    return tuple(n for a in axes for n in sizes[a])
+
+
+def check_none_shape(spec: Spec, case: CaseData, loc: Location, code: str, where: str) -> None:
+    """An expected per-element value ('none') must have the loss's shape."""
+    want = case.expected.get("none")
+    if want is None:
+        return
+    shape = _loss_shape(spec, case.inputs)
+    got = np.shape(want)
+    if shape is not None and got != shape:
+        raise SpecError([Diagnostic(loc, code, f"{where}: expected.none has shape {list(got)}, but the loss "
+                                    f"for these inputs has shape {list(shape)}")])
+
+
 def spec_cases(spec: Spec) -> list[CaseData]:
+    """The spec's own cases (checked against the spec when it was loaded)."""
     out = []
-    for c in spec.cases:
+    for n, c in enumerate(spec.cases):
         inputs = {}
         for inp in spec.inputs:
             v = c.inputs.get(inp.name)
             inputs[inp.name] = None if v is None else np.asarray(v, dtype=np.int64 if inp.dtype == "int" else float)
         expected = {k: (np.asarray(v, dtype=float) if isinstance(v, list) else float(v)) for k, v in c.expected.items()}
         learn = {lr.name: np.full(lr.shape, lr.init) for lr in spec.learnable}
-        out.append(CaseData(c.id, spec.path, inputs, dict(c.params), learn, expected, rtol=c.rtol))
+        case = CaseData(c.id, spec.path, inputs, dict(c.params), learn, expected, rtol=c.rtol)
+        line, col = c.positions.get("expected.none", (c.loc.line, c.loc.col))
+        check_none_shape(spec, case, Location(spec.path, line, col), "E117", f"cases[{n}]")
+        out.append(case)
     return out
 
 
@@ -274,7 +319,11 @@ def load_case_file(path: str | Path, spec: Spec, input_map: dict | None = None,
                 raise CaseProblem("expected an object")
             if _count(case) > limits.MAX_CASE_ELEMENTS:
                 raise CaseProblem(f"more numbers than the limit 'case_elements' ({limits.MAX_CASE_ELEMENTS})")
-            out.append(_one_case(dict(case, id=cid), spec, input_map, param_map, path, reference_gradients))
+            data = _one_case(dict(case, id=cid), spec, input_map, param_map, path, reference_gradients)
+            check_none_shape(spec, data, loc, "E181", f"{path.name}: case '{cid[:60]}'")
+            out.append(data)
+        except SpecError as exc:
+            problems += exc.diagnostics
         except (CaseProblem, ValueError, TypeError) as exc:
             problems.append(Diagnostic(loc, "E181", f"{path.name}: case '{cid[:60]}': {exc}"))
         if len(problems) >= 20:

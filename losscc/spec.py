@@ -328,7 +328,6 @@ def load_spec(path: str | Path, display: str | None = None) -> Spec:
     """Read and validate one spec file; raise SpecError with every problem found."""
     path = Path(path)
     shown = display or str(path)
-    out = Collector(shown)
     raw = read_bounded(path, limits.MAX_FILE_BYTES, "spec", shown)
     try:
         text = raw.decode("utf-8")

@@ -203,7 +203,8 @@ def _reference_project(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("kind,message", [
-    ("dev_zero_link", "specs/r.yaml:7:5: error: data/r.json: cannot read case file r.json: it is a symbolic link [E180]"),
+    ("dev_zero_link",
+     "specs/r.yaml:7:5: error: data/r.json: cannot read case file r.json: it is a symbolic link [E180]"),
     ("sparse_huge", "specs/r.yaml:7:5: error: data/r.json: file exceeds the limit 'case_file_bytes' (1048576)"),
     ("deep", "specs/r.yaml:7:5: error: cannot read case file r.json: nested more deeply than the limit 'json_depth'"),
     ("huge_int", "specs/r.yaml:7:5: error: cannot read case file r.json: integer of 5001 digits"),
@@ -278,7 +279,8 @@ GOOD = {"id": "ok", "inputs": {"logits": _t([[1.0, 2.0, 0.5], [0.0, 0.0, 1.0]]),
     ({"inputs": {"logits": _t([[1.0, 2.0], [3.0]]), "label": _t([0, 1], "int64")}}, "inputs.logits: ragged data"),
     ({"inputs": {"logits": _t([[1.0, 2.0]]), "label": _t([0, 1], "int64")}}, "axis N has size 2 here but 1"),
     ({"inputs": {"logits": _t([1.0, 2.0]), "label": _t([0], "int64")}}, "does not fit the declared shape"),
-    ({"inputs": {"logits": _t([[1.0, 2.0]]), "label": _t([2], "int64")}}, "2 is outside the domain [0, C) (with C = 2)"),
+    ({"inputs": {"logits": _t([[1.0, 2.0]]), "label": _t([2], "int64")}},
+     "2 is outside the domain [0, C) (with C = 2)"),
     ({"inputs": {"logits": _t([[1.0, 2.0]]), "label": _t([0.5])}}, "dtype float64 does not fit the int input"),
     ({"inputs": {"logits": {"dtype": "float64", "shape": [3], "data": [[1.0, 2.0]]}, "label": _t([0], "int64")}},
      "data does not have shape [3]"),
@@ -301,6 +303,20 @@ def test_case_file_data_is_checked_against_the_spec(tmp_path, change, message):
     (d,) = info.value.diagnostics
     assert d.code == "E181" and message in d.message, d.format()
     assert "c.json: case 'ok': " in d.message
+
+
+def test_expected_per_element_values_have_the_loss_shape(tmp_path):
+    from losscc.cases import spec_cases
+
+    extra = "cases:\n  - inputs: {x: [1, 2], y: [1, 2]}\n    expected: {none: [0, 0, 0]}\n"
+    spec = spec_from_text(spec_text("shapes", "loss = x - y", extra=extra), "specs/shapes.yaml")
+    with pytest.raises(SpecError) as info:
+        spec_cases(spec)
+    assert info.value.diagnostics[0].format() == (
+        "specs/shapes.yaml:8:16: error: cases[0]: expected.none has shape [3], but the loss for these "
+        "inputs has shape [2] [E117]")
+    with pytest.raises(SpecError, match=r"case 'ok': expected.none has shape \[1\], but the loss .* \[2\]"):
+        _file_case(tmp_path, dict(GOOD, expected={"none": [1.0]}))
 
 
 def test_a_good_case_file_loads(tmp_path):
@@ -351,24 +367,39 @@ FUZZ_DRIVER = r"""
     from pathlib import Path
     from hypothesis import given, settings, seed, strategies as st, HealthCheck
     from losscc import cli
+    from losscc.cases import load_case_file, spec_cases
+    from losscc.errors import SpecError
+    from losscc.spec import load_spec
 
     SPEC = Path("specs/huber.yaml").read_text()
     TOKENS = ["1:30", "0x1F", "017", "1_000", ".inf", ".nan", "yes", "- - - ", "[[[[", "{{", "&a ", "*a",
               "!!python/object:os.system ", "'", '"', ",", ": ", "\n", "\n  ", "#", "9" * 400, "1e999",
               "(x + y + 1)**64", "softplus(1)", "sigmoid(2) > ", "log(2) + log(3) - log(6)", "/ 0", "\\n",
               "where(", "Piecewise(", ")", "**", "input", "target", "delta", "N", "*S", "-1 for, ",
-              "[[1, 2], [3]]", "[20000]", "hello", "null", "~", "\t"]
+              "[[1, 2], [3]]", "[20000]", "hello", "null", "~", "\t", "9" * 5000, "softplus(1) > d, ",
+              "clip(d, sigmoid(2), 3) + ", " / (sigmoid(0) - 0.5)", "[" * 40, "x\\n"]
+
+    ANCHORS = ["0.5 * d**2", "d < delta", "abs(input - target)", "delta * (d - 0.5 * delta)", "default: 1.0",
+               "[0.0, 0.5, 3.0]", "mean: 0.54", "shape: [\"*S\"]", "min: 0", "doc: Predictions."]
+
+    def mutate(text, edits, anchors):
+        # a hostile token at a random place, or near a place where it matters
+        for anchor, pos, tok, replace in edits:
+            at = text.find(anchors[anchor]) if anchor is not None else -1
+            k = at + pos % len(anchors[anchor]) if at >= 0 else pos % (len(text) + 1)
+            text = text[:k] + tok + text[k + len(tok) * replace:]
+        return text
+
+    def edits(tokens, anchors):
+        return st.lists(st.tuples(st.none() | st.integers(0, len(anchors) - 1), st.integers(0, 10**6),
+                                  st.sampled_from(tokens), st.booleans()), min_size=1, max_size=4)
 
     @seed(20261203)
     @settings(max_examples=int(sys.argv[1]), deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
-    @given(st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from(TOKENS), st.booleans()),
-                    min_size=1, max_size=4))
-    def fuzz(edits):
-        text = SPEC
-        for pos, tok, replace in edits:
-            k = pos % (len(text) + 1)
-            text = text[:k] + tok + text[k + len(tok) * replace:]
+    @given(edits(TOKENS, ANCHORS))
+    def fuzz(changes):
+        text = mutate(SPEC, changes, ANCHORS)
         with tempfile.TemporaryDirectory() as tmp:
             spec = Path(tmp) / "specs" / "huber.yaml"
             spec.parent.mkdir()
@@ -381,15 +412,46 @@ FUZZ_DRIVER = r"""
                 if rc == 2:
                     assert "error: " in err.getvalue() and "[E" in err.getvalue(), (text, err.getvalue())
                     assert "E900" not in err.getvalue(), (text, err.getvalue())
+            if rc == 0:  # what verify does first with the spec's own cases
+                try:
+                    spec_cases(load_spec(spec, "specs/huber.yaml"))
+                except SpecError as exc:
+                    assert all(d.code == "E117" for d in exc.diagnostics), str(exc)
+
+    HUBER = load_spec("specs/huber.yaml", "specs/huber.yaml")
+    CASES = Path("tests/data/conformance/huber.json").read_text()
+    JSON_TOKENS = ["[", "]", "{", "}", ",", ":", '"', "null", "true", "NaN", "-Infinity", "1e999", "9" * 400,
+                   '"int64"', '"shape"', '[[1, 2], [3]]', "[20000.0]", '"id"', '{"data": 5}', "-1", "0.5",
+                   "[" * 5000 + "]" * 5000, '"cases": 5, "x": ', "[]"]
+    JSON_ANCHORS = ['{\n  "loss"', '"cases": [', '"id": ', '"data": [', '"shape": [', '"dtype": ', '"params": {',
+                    '"expected": {', '"grad_of_sum": {', '"delta": ']
+
+    @seed(20261204)
+    @settings(max_examples=int(sys.argv[1]), deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(edits(JSON_TOKENS, JSON_ANCHORS))
+    def fuzz_cases(changes):
+        text = mutate(CASES, changes, JSON_ANCHORS)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "c.json"
+            path.write_text(text)
+            try:
+                cases = load_case_file(path, HUBER)
+            except SpecError as exc:
+                assert all(d.code in ("E180", "E181", "E182") for d in exc.diagnostics), str(exc)
+                return
+            assert all(c.inputs["input"] is not None for c in cases)
 
     fuzz()
+    fuzz_cases()
     print("fuzzed")
 """
 
 
 def test_mutated_specs_exit_0_or_2_within_bounds():
     """Hostile tokens spliced into a valid spec: exit 0 or 2, never a traceback, an internal
-    error (E900), exit 1 or 3, within 2 GB (the whole run within its timeout)."""
+    error (E900), exit 1 or 3; spliced into a case file: its cases or E180-E182, nothing
+    else; all within 2 GB (the whole run within its timeout)."""
     code = textwrap.dedent(FUZZ_DRIVER)
     try:
         p = subprocess.run([sys.executable, "-c", code, "150"], cwd=ROOT, env=_env(), capture_output=True,
