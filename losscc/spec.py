@@ -291,6 +291,8 @@ def parse_domain(text: str, axes: set[str]) -> Domain | str:
         parts = [p.strip() for p in m.group(1).split(",") if p.strip()]
         if not all(_FLOAT.match(p) for p in parts):
             return "set members must be numbers"
+        if not all(abs(float(p)) < 1e300 for p in parts):
+            return "set members must be finite numbers (below 1e300)"
         values = tuple(sorted({float(p) for p in parts}))
         if not values or len(values) > 64:
             return "a set needs 1 to 64 numbers"
@@ -308,6 +310,8 @@ def parse_domain(text: str, axes: set[str]) -> Domain | str:
         if s in axes:
             return s, None
         if _FLOAT.match(s):
+            if not abs(float(s)) < 1e300:
+                return None, f"bound '{_clip(s)}' is too large (write inf for no bound)"
             return float(s), None
         return None, f"bound '{_clip(s)}' is not a number, 'inf' or a shape symbol"
 
