@@ -94,6 +94,11 @@ class Clip(sp.Function):
     def _eval_rewrite_as_Min(self, x, lo, hi, **kwargs):
         return sp.Min(sp.Max(x, lo), hi)
 
+    def _eval_evalf(self, prec):  # clip of constants, such as clip(sigmoid(1), 0, 1), is a number
+        if not all(a.is_number for a in self.args):
+            return None
+        return sp.Min(sp.Max(self.args[0], self.args[1]), self.args[2])._eval_evalf(prec)
+
 
 class Where(sp.Function):
     """where(c, a, b) made by the compiler's guards.  Unlike Piecewise, SymPy never

@@ -135,6 +135,41 @@ def test_constants_of_sigmoid_and_softplus_fold(tmp_path):
     assert "where" not in (proj / "out/paddle/folded.py").read_text().split('"""')[-1]
 
 
+CONSTANT_CONTEXTS = {  # constants where a tensor, a condition or a clip bound is expected
+    "clip_of_constant": "loss = clip(sigmoid(1), 0, 1) * x",
+    "max_of_constants": "loss = max(sigmoid(1), softplus(1)) + x",
+    "param_compared": "loss = where(k > softplus(1), x, sigmoid(3))",
+    "ternary_on_constant": "loss = x if softplus(1) > 1 else -x",
+    "exact_equality": "loss = x if log(2) + log(3) == log(6) else -x",
+    "int_compared": "loss = where(label == softplus(1), x, 0)",
+    "stop_gradient_where": "loss = stop_gradient(where(sigmoid(2) > a, 1, 2)) * x",
+    "constant_conditions": "loss = Piecewise((x, softplus(1) < 0), (x * 2, softplus(1) > 0))",
+    "floor_of_constant": "loss = round(stop_gradient(x)) * floor(sigmoid(2)) + x",
+}
+CONTEXT_SPEC = """name: {name}
+summary: Constants in every context.
+inputs:
+  x: {{dtype: float, shape: [N, C]}}
+  label: {{dtype: int, shape: [N], domain: "[0, C)"}}
+params:
+  a: 0.5
+  k: 2
+formula: |
+  {formula}
+"""
+
+
+def test_constants_in_every_context_compile(tmp_path):
+    specs = {n: CONTEXT_SPEC.format(name=n, formula=f) for n, f in CONSTANT_CONTEXTS.items()}
+    proj = project(tmp_path, specs)
+    rc, out, err = cli(["generate", "specs", "-o", "out"], proj)
+    assert_clean(rc, out, err, 0)
+    assert "E900" not in err and "error" not in err
+    assert "0.7310585786300049" in (proj / "out/mindspore/clip_of_constant.py").read_text()  # sigmoid(1)
+    code = (proj / "out/paddle/exact_equality.py").read_text()
+    assert 'result = x\n' in code and "-x" not in code.split("Returns:")[1]  # log(2) + log(3) == log(6) held
+
+
 @pytest.mark.parametrize("formula,col,message", [
     ("loss = x / (log(2) + log(3) - log(6))", 10, "division by a constant that is zero [E207]"),
     ("loss = x / (sigmoid(0) - 0.5)", 10, "division by a constant that is zero [E207]"),
@@ -317,6 +352,25 @@ def test_expected_per_element_values_have_the_loss_shape(tmp_path):
         "inputs has shape [2] [E117]")
     with pytest.raises(SpecError, match=r"case 'ok': expected.none has shape \[1\], but the loss .* \[2\]"):
         _file_case(tmp_path, dict(GOOD, expected={"none": [1.0]}))
+
+
+@pytest.mark.parametrize("case,pos,message", [
+    ("{logits: [[1, 2]], label: [2]}", "13:32", "cases[0].inputs.label: 2 is outside the domain [0, C) (with C = 2)"),
+    ("{logits: [[1, 2]], label: [0.5]}", "13:32", "cases[0].inputs.label: 0.5 is not an integer"),
+    ("{logits: [[1, 2]], label: [-100]}", "", ""),  # the ignored value
+    ("{logits: [[1, 2]], label: null}", "13:32", "cases[0].inputs.label: missing"),
+    ("{logits: [1, 2], label: [0]}", "13:14", "cases[0].inputs.logits: shape [2] does not fit the declared shape"),
+])
+def test_spec_cases_are_checked_against_the_spec(case, pos, message):
+    text = CLASSES + f"cases:\n  - inputs: {case}\n    expected: {{mean: 1.0}}\n"
+    if not message:
+        assert len(spec_from_text(text, "classes.yaml").cases) == 1
+        return
+    with pytest.raises(SpecError) as info:
+        spec_from_text(text, "classes.yaml")
+    (d,) = info.value.diagnostics
+    assert d.format().startswith(f"classes.yaml:{pos}: error: {message}"), d.format()
+    assert d.code == "E117"
 
 
 def test_a_good_case_file_loads(tmp_path):
