@@ -107,8 +107,11 @@ def _numeric(e: sp.Expr, point: tuple[float, ...]) -> complex | None:
     return v
 
 
-def is_zero(e: sp.Expr) -> bool | None:
-    """Is e identically zero (for every value of its symbols)?  None: cannot tell cheaply."""
+def is_zero(e: sp.Expr, numeric: bool = True) -> bool | None:
+    """Is e identically zero (for every value of its symbols)?  None: cannot tell cheaply.
+
+    With numeric=False only an exact proof counts (rewrites must be exact; a lint may
+    accept the numeric identity test)."""
     if e == 0:
         return True
     if e.has(sp.nan, sp.zoo, sp.oo, -sp.oo):
@@ -117,7 +120,7 @@ def is_zero(e: sp.Expr) -> bool | None:
     if ops <= MAX_EXPAND_OPS and total_degree(e) is not None and not has_symbolic_denominator(e):
         if sp.expand(e) == 0:
             return True
-    if ops > MAX_EVAL_OPS:
+    if ops > MAX_EVAL_OPS or not numeric:
         return None
     vals = [_numeric(e, p) for p in POINTS]
     if any(v is not None and abs(v) > 1e-10 for v in vals):

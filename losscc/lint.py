@@ -5,8 +5,8 @@ compared on the boundary lhs = rhs: their values must agree (else a warning: the
 jumps there) and so must their derivatives along lhs (else: a kink, whose gradient
 depends on which side the framework picks).  Equality is decided at a bounded cost
 (:mod:`losscc.bounded`: small polynomials are expanded, anything else is evaluated at
-fixed generic points at 40 digits); when that cannot decide, the boundary is not reported.  Huber passes;
-a Huber with a wrong linear branch is flagged.
+fixed generic points at 40 digits); when that cannot decide, the boundary is not
+reported.  Huber passes; a Huber with a wrong linear branch is flagged.
 """
 
 from __future__ import annotations

@@ -151,9 +151,9 @@ def _linear_tail(e):
     if da is None or da < 2 or db != 1 or bounded.has_symbolic_denominator(A):
         return None
     slope = sp.diff(B, u)
-    if bounded.is_zero(A.subs(u, c) - B.subs(u, c)) is not True:
+    if bounded.is_zero(A.subs(u, c) - B.subs(u, c), numeric=False) is not True:
         return None
-    if bounded.is_zero(sp.diff(A, u).subs(u, c) - slope) is not True:
+    if bounded.is_zero(sp.diff(A, u).subs(u, c) - slope, numeric=False) is not True:
         return None
     m = sp.Min(d, c)
     return ir.real_parts(A.subs(u, m) + slope * (d - m))
