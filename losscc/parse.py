@@ -584,6 +584,9 @@ class _Converter:
             arity(1)
             x, t = self.visit(args[0], d)
             self.need_value(args[0], t)
+            if fname in ("log", "log1p") and x.is_number and _is_zero_constant(x + (1 if fname == "log1p" else 0)):
+                raise _Fail(node, "E203", f"{fname} of a constant that is {'-1' if fname == 'log1p' else 'zero'}",
+                            "the argument evaluates to it (below 1e-100 at 50 and at 200 digits)")
             return self._t(UNARY[fname](x), TType("float", t.axes, grad=t.grad))
         if fname in REDUCE or fname in KEEP or (fname in ("min", "max") and kws):
             arity(1)
@@ -771,35 +774,48 @@ def _magnitude_digits(base, ex) -> float:
     return abs(x * math.log10(b))
 
 
-CONST_DIGITS = (50, 200)  # working precisions of constant evaluation
+CONST_DIGITS = (50, 200)  # working precisions of the zero test of constants
 
 
 def constant_value(e) -> float | str:
     """The float value of the constant `e`, or the reason it has none.
 
-    Evaluated (SymPy evalf, i.e. mpmath, on a tree of at most 'tree' nodes) at 50 and at
-    200 digits; a value below 10**-(digits/2) at both is exactly zero (log(2) + log(3) -
-    log(6) cancels at any precision; a true constant such as 1e-50 does not).  Values that
-    differ between the two precisions (log of such a zero) are refused."""
-    vals = []
-    for n in CONST_DIGITS:
-        try:
-            v = complex(sp.N(e, n))
-        except (TypeError, ValueError, OverflowError, ArithmeticError, RecursionError):
-            return "constant cannot be evaluated"
-        if v != v or v.real in (float("inf"), float("-inf")):
-            return "constant overflows a float (|value| >= 1e300)" if v == v else "constant is not a real number"
-        vals.append(v)
-    (a, b), (na, nb) = vals, CONST_DIGITS
+    Evaluated (SymPy evalf, i.e. mpmath, on a tree of at most 'tree' nodes) at 17 digits;
+    a value below 1e-10 is evaluated again at 50 and at 200 digits: below 10**-(digits/2)
+    at both it is exactly zero (log(2) + log(3) - log(6) cancels at any precision; a true
+    constant such as 1e-50 does not), and it is refused when the two disagree."""
+    first = _evaluate(e, 17)
+    if isinstance(first, str) or abs(first) >= 1e-10:
+        return _real(first)
+    a, b = (_evaluate(e, n) for n in CONST_DIGITS)
+    if isinstance(a, str) or isinstance(b, str):
+        return a if isinstance(a, str) else b
+    (na, nb) = CONST_DIGITS
     if abs(a) < 10.0 ** -(na // 2) and abs(b) < 10.0 ** -(nb // 2):
         return 0.0
     if abs(a - b) > 1e-12 * max(abs(a), abs(b)):
         return "constant cannot be evaluated reliably (it depends on a value that cancels to 0)"
-    if abs(b.imag) > 1e-12 * abs(b):
+    return _real(b)
+
+
+def _evaluate(e, digits: int) -> complex | str:
+    try:
+        v = complex(sp.N(e, digits))
+    except (TypeError, ValueError, OverflowError, ArithmeticError, RecursionError):
+        return "constant cannot be evaluated"
+    if v != v:
         return "constant is not a real number"
-    if not abs(b.real) < 1e300:
+    return v
+
+
+def _real(v: complex | str) -> float | str:
+    if isinstance(v, str):
+        return v
+    if abs(v.imag) > 1e-12 * abs(v):
+        return "constant is not a real number"
+    if not abs(v.real) < 1e300:
         return "constant overflows a float (|value| >= 1e300)"
-    return b.real
+    return v.real
 
 
 def _check_constant(node, e) -> float:

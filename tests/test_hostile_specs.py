@@ -79,7 +79,16 @@ def assert_clean(rc, out, err, want_rc):
 # --------------------------------------------------------------------------- compile time
 
 EIGHT = "x y z w a b c d"
+def _balanced_sum(terms: list[str]) -> str:
+    if len(terms) == 1:
+        return terms[0]
+    h = len(terms) // 2
+    return f"({_balanced_sum(terms[:h])}+{_balanced_sum(terms[h:])})"
+
+
 COMPILE_ATTACKS = {
+    # every constant subexpression is checked: 148 terms of log(k)*sigmoid(k), 300 sums of them
+    "constant_sum": ("x", "loss = x * " + _balanced_sum([f"log({k})*sigmoid({k})" for k in range(2, 150)])),
     # sp.degree expanded the power inside the linear-tail rewrite
     "power64_eight_inputs": (EIGHT, "loss = where(x < 0, (x + y + z + w + a + b + c + d + 1)**64, x)"),
     "power64_both_branches": ("x y z w", "loss = where(x < y, (x + y + z + w + 1)**64, (x + y + z + w + 2)**64)"),
@@ -173,7 +182,8 @@ def test_constants_in_every_context_compile(tmp_path):
 @pytest.mark.parametrize("formula,col,message", [
     ("loss = x / (log(2) + log(3) - log(6))", 10, "division by a constant that is zero [E207]"),
     ("loss = x / (sigmoid(0) - 0.5)", 10, "division by a constant that is zero [E207]"),
-    ("loss = x + log(log(2) + log(3) - log(6))", 14, "constant cannot be evaluated reliably"),
+    ("loss = x + log(log(2) + log(3) - log(6))", 14, "log of a constant that is zero [E203]"),
+    ("loss = x + log1p(sigmoid(0) - 1.5)", 14, "log1p of a constant that is -1 [E203]"),
     ("loss = where(log(2) + log(3) < log(6), x, y) / (exp(log(3)) - 3)", 10, "division by"),
     ("loss = x * exp(exp(exp(10)))", 18, "constant overflows a float"),
 ])
