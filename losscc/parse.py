@@ -519,7 +519,7 @@ class _Converter:
         t = TType("int" if ints else "float", self.union(c[1], a[1], b[1]), grad=a[1].grad or b[1].grad)
         if c[0] is sp.true or c[0] is sp.false:
             return a if c[0] is sp.true else b
-        return self._t(sp.Piecewise((a[0], c[0]), (b[0], True), evaluate=False), t)
+        return self._t(sp.Piecewise((a[0], _opaque(c[0])), (b[0], True), evaluate=False), t)
 
     def v_Subscript(self, node, d):
         x, xt = self.visit(node.value, d)
@@ -649,7 +649,7 @@ class _Converter:
                 raise _Fail(args[-1], "E226", "the last Piecewise condition must be True (the otherwise branch)")
             t = TType("float", self.union(*[p[0][1] for p in pairs], *[p[1][1] for p in pairs]),
                       grad=any(p[0][1].grad for p in pairs))
-            e = sp.Piecewise(*[(v, c) for (v, _), (c, _) in pairs], evaluate=False)
+            e = sp.Piecewise(*[(v, _opaque(c)) for (v, _), (c, _) in pairs], evaluate=False)
             if not isinstance(e, sp.Piecewise):
                 return self._t(e, t)
             return self._t(e, t)
@@ -758,6 +758,23 @@ class _Converter:
         walk(expr)
         order = [i.name for i in self.spec.inputs if i.dtype == "float"] + [lr.name for lr in self.spec.learnable]
         return [n for n in order if n in found]
+
+
+def _opaque(cond):
+    """cond with every Piecewise inside it as the compiler's Where, which SymPy leaves
+    alone: a Piecewise in a condition makes SymPy piecewise_fold it, which runs
+    simplify_logic and simplify (unbounded: products of 30 sigmoids took minutes)."""
+    if not isinstance(cond, sp.Basic) or not cond.has(sp.Piecewise):
+        return cond
+
+    def where(pw):
+        *pairs, (last, _) = pw.args
+        out = last
+        for expr, c in reversed(pairs):
+            out = ir.Where(c, expr, out)
+        return out
+
+    return cond.replace(lambda n: isinstance(n, sp.Piecewise), where)
 
 
 def _magnitude_digits(base, ex) -> float:

@@ -94,6 +94,9 @@ COMPILE_ATTACKS = {
     "power64_both_branches": ("x y z w", "loss = where(x < y, (x + y + z + w + 1)**64, (x + y + z + w + 2)**64)"),
     "power64_product": ("x y z w", "loss = where(y + z < 1, (x + y + z + w + 1)**64 * (x + y + z + w + 2)**64, y + z)"),
     "nested_powers": ("x y z w", "loss = where(x < 0, ((x + y)**8 + (z + w)**8)**8, x)"),
+    # a where in a condition: SymPy's piecewise_fold ran simplify_logic and simplify
+    "where_in_condition": ("x y", "a = where(x < 0, " + "*".join(f"sigmoid(x+{k})" for k in range(30)) + ", "
+                           + "*".join(f"tanh(y+{k})" for k in range(30)) + ")\nloss = where(y < a, x, y)"),
     # sp.simplify in the continuity lint
     "tanh_cosh_sum": ("x y", "loss = where(x < 0, " + " + ".join(
         f"tanh(y + {k})**2 + 1/cosh(y + {k})**2" for k in range(8)) + ", 8 * x)"),
