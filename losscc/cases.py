@@ -14,7 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
+from . import limits
+from .casecheck import CaseProblem, check_inputs, check_param, check_reference_cost, nested_shape
+from .project import resolve_reference
 from .errors import Diagnostic, Location, SpecError
+from .files import read_bounded
 from .spec import Input, Spec
 
 SMALL_SIZES = (3, 4, 2)
@@ -104,86 +108,241 @@ def random_cases(spec: Spec, count: int, seed: int) -> list[CaseData]:
     return out
 
 
+_LOSS_AXES: dict = {}
+
+
+def _loss_shape(spec: Spec, inputs: dict) -> tuple[int, ...] | None:
+    """The shape of the per-element loss for these inputs, or None where it is not known."""
+    key = (spec.path, spec.source_sha256)
+    if key not in _LOSS_AXES:
+        from .parse import build_program
+
+        prog = build_program(spec)
+        _LOSS_AXES.clear()  # one spec at a time is enough
+        _LOSS_AXES[key] = prog.typeof(prog.loss).axes
+    axes = _LOSS_AXES[key]
+    sizes: dict = {}
+    for inp in spec.inputs:
+        v = inputs.get(inp.name)
+        if v is None or inp.broadcast:
+            continue
+        nvar = v.ndim - sum(1 for a in inp.shape if not a.startswith("*"))
+        k = 0
+        for a in inp.shape:
+            n = nvar if a.startswith("*") else 1
+            sizes.setdefault(a.lstrip("*"), tuple(v.shape[k:k + n]))
+            k += n
+    if not all(a in sizes for a in axes):
+        return None
+    return tuple(n for a in axes for n in sizes[a])
+
+
+def check_none_shape(spec: Spec, case: CaseData, loc: Location, code: str, where: str) -> None:
+    """An expected per-element value ('none') must have the loss's shape."""
+    want = case.expected.get("none")
+    if want is None:
+        return
+    shape = _loss_shape(spec, case.inputs)
+    got = np.shape(want)
+    if shape is not None and got != shape:
+        raise SpecError([Diagnostic(loc, code, f"{where}: expected.none has shape {list(got)}, but the loss "
+                                    f"for these inputs has shape {list(shape)}")])
+
+
 def spec_cases(spec: Spec) -> list[CaseData]:
+    """The spec's own cases (checked against the spec when it was loaded)."""
     out = []
-    for c in spec.cases:
+    for n, c in enumerate(spec.cases):
         inputs = {}
         for inp in spec.inputs:
             v = c.inputs.get(inp.name)
             inputs[inp.name] = None if v is None else np.asarray(v, dtype=np.int64 if inp.dtype == "int" else float)
         expected = {k: (np.asarray(v, dtype=float) if isinstance(v, list) else float(v)) for k, v in c.expected.items()}
         learn = {lr.name: np.full(lr.shape, lr.init) for lr in spec.learnable}
-        out.append(CaseData(c.id, spec.path, inputs, dict(c.params), learn, expected, rtol=c.rtol))
+        case = CaseData(c.id, spec.path, inputs, dict(c.params), learn, expected, rtol=c.rtol)
+        line, col = c.positions.get("expected.none", (c.loc.line, c.loc.col))
+        check_none_shape(spec, case, Location(spec.path, line, col), "E117", f"cases[{n}]")
+        out.append(case)
     return out
 
 
-def _tensor(obj, where: str) -> np.ndarray:
-    dtype = np.int64 if obj.get("dtype") == "int64" else float
-    arr = np.asarray(obj["data"], dtype=dtype)
-    if list(arr.shape) != list(obj.get("shape", arr.shape)):
-        raise ValueError(f"{where}: data does not have shape {obj.get('shape')}")
-    return arr
+def _json_depth(text: str) -> int:
+    """Deepest nesting of [ and { outside strings (json.loads recurses per level)."""
+    depth = best = 0
+    in_str = esc = False
+    for ch in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            best = max(best, depth)
+        elif ch in "]}":
+            depth -= 1
+    return best
+
+
+def _int(text: str) -> int:
+    if len(text.lstrip("-")) > 300:
+        raise ValueError(f"integer of {len(text)} digits (at most 300)")
+    return int(text)
+
+
+def _constant(text: str):
+    raise ValueError(f"{text} is not allowed; every number must be finite")
+
+
+def read_case_json(path: Path, loc: Location) -> dict:
+    """The parsed case file, bounded in size and nesting, with finite numbers only."""
+    try:
+        raw = read_bounded(path, limits.MAX_CASE_FILE_BYTES, f"case file {path.name}", str(path), "E180",
+                           limit_name="case_file_bytes")
+    except SpecError as exc:  # report it where the spec names the file
+        d = exc.diagnostics[0]
+        raise SpecError([Diagnostic(loc, d.code, f"{path.as_posix()}: {d.message}")]) from None
+    try:
+        text = raw.decode("utf-8")
+        if _json_depth(text) > limits.MAX_JSON_DEPTH:
+            raise ValueError(f"nested more deeply than the limit 'json_depth' ({limits.MAX_JSON_DEPTH})")
+        doc = json.loads(text, parse_int=_int, parse_constant=_constant)
+    except (ValueError, RecursionError) as exc:
+        raise SpecError([Diagnostic(loc, "E180", f"cannot read case file {path.name}: {exc}")]) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("cases", []), list):
+        raise SpecError([Diagnostic(loc, "E180", f"case file {path.name}: expected an object with a list 'cases'")])
+    return doc
+
+
+def _tensor(obj, where: str, inp) -> np.ndarray:
+    if not isinstance(obj, dict) or "data" not in obj:
+        raise CaseProblem(f"{where}: expected a tensor object {{\"dtype\", \"shape\", \"data\"}}")
+    dtype = obj.get("dtype", "float64")
+    if dtype not in ("float64", "int64"):
+        raise CaseProblem(f"{where}: dtype {str(dtype)[:20]!r} is not float64 or int64")
+    shape = nested_shape(obj["data"], where)
+    declared = obj.get("shape", list(shape))
+    if not isinstance(declared, list) or list(shape) != declared:
+        raise CaseProblem(f"{where}: data does not have shape {str(declared)[:60]}")
+    if inp is not None and (inp.dtype == "int") != (dtype == "int64"):
+        raise CaseProblem(f"{where}: dtype {dtype} does not fit the {inp.dtype} input '{inp.name}'")
+    return np.asarray(obj["data"], dtype=np.int64 if dtype == "int64" else float)
+
+
+def _mapping(v, where: str) -> dict:
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise CaseProblem(f"{where}: expected an object")
+    return v
+
+
+def _one_case(case, spec: Spec, input_map: dict, param_map: dict, path: Path,
+              reference_gradients: tuple[str, ...]) -> CaseData:
+    cid = case["id"]
+    names = {i.name for i in spec.inputs}
+    pnames = {p.name for p in spec.params}
+    inputs: dict = {i.name: None for i in spec.inputs}
+    params: dict = {}
+    scalars: dict = {}
+    for k, v in _mapping(case.get("inputs"), "inputs").items():
+        target = input_map.get(k, k)
+        if target not in names:
+            raise CaseProblem(f"input '{k[:40]}' has no counterpart in the spec (map it under inputs:)")
+        inputs[target] = _tensor(v, f"inputs.{k}", spec.input(target))
+    for k, v in _mapping(case.get("params"), "params").items():
+        target = param_map.get(k, k)
+        if isinstance(v, dict):
+            if target not in names:
+                raise CaseProblem(f"tensor parameter '{k[:40]}' needs an optional input of the spec")
+            inputs[target] = _tensor(v, f"params.{k}", spec.input(target))
+        elif target in pnames:
+            check_param(spec.param(target), v, f"params.{k}")
+            params[target] = v
+        elif target in names and isinstance(v, (int, float)) and not isinstance(v, bool):
+            scalars[target] = float(v)  # a scalar for a tensor input: the same for every entry
+        elif v is None or target == "":
+            continue
+        else:
+            raise CaseProblem(f"parameter '{k[:40]}' has no counterpart in the spec")
+    check_inputs(spec, {k: (None if v is None else v.tolist()) for k, v in inputs.items()}, params,
+                 "inputs", skip=frozenset(scalars))
+    for target, v in scalars.items():
+        inputs[target] = np.full(_declared_shape(spec, target, inputs), v)
+    expected = {}
+    for k, v in _mapping(case.get("expected"), "expected").items():
+        nested_shape(v, f"expected.{k}")
+        expected[k] = np.asarray(v, dtype=float) if isinstance(v, list) else float(v)
+    grads = {}
+    for k, v in _mapping(case.get("grad_of_sum"), "grad_of_sum").items():
+        nested_shape(v, f"grad_of_sum.{k}")
+        target = input_map.get(k, k)
+        if target not in names and not any(lr.name == target for lr in spec.learnable):
+            raise CaseProblem(f"grad_of_sum.{k[:40]}: no such input in the spec")
+        grads[target] = np.asarray(v, dtype=float)
+        if inputs.get(target) is not None and grads[target].shape != inputs[target].shape:
+            raise CaseProblem(f"grad_of_sum.{k[:40]}: shape {list(grads[target].shape)} is not the input's "
+                              f"{list(inputs[target].shape)}")
+    if cid in reference_gradients:
+        grads = {}  # the spec explains why these come from losscc's reference evaluator
+    check_reference_cost(spec, {k: (None if v is None else v.tolist()) for k, v in inputs.items()}, not grads)
+    return CaseData(cid, path.as_posix(), inputs, params, {}, expected, grads)
 
 
 def load_case_file(path: str | Path, spec: Spec, input_map: dict | None = None,
                    param_map: dict | None = None, ids: tuple[str, ...] = (),
                    where: Location | None = None, reference_gradients: tuple[str, ...] = ()) -> list[CaseData]:
-    """Cases of a conformance-schema file, renamed into the spec's inputs and params."""
+    """Cases of a conformance-schema file, renamed into the spec's inputs and params.
+
+    The file is untrusted: read with a size bound, parsed with a nesting bound, and every
+    case checked against the spec (shapes, dtypes, label domains, parameter kinds and
+    bounds, sizes) before it is evaluated; problems are E180/E181, not failures."""
     path = Path(path)
     loc = where or Location(str(path))
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise SpecError([Diagnostic(loc, "E180", f"cannot read case file {path}: {exc}")]) from None
+    doc = read_case_json(path, loc)
     input_map, param_map = dict(input_map or {}), dict(param_map or {})
-    names = {i.name for i in spec.inputs}
-    pnames = {p.name for p in spec.params}
     out, problems = [], []
     wanted = set(ids)
-    for case in doc.get("cases", []):
-        cid = case.get("id", "?")
+    for n, case in enumerate(doc.get("cases", [])):
+        cid = case.get("id", f"case{n}") if isinstance(case, dict) else f"case{n}"
+        if not isinstance(cid, str):
+            cid = f"case{n}"
+            problems.append(Diagnostic(loc, "E181", f"{path.name}: cases[{n}]: 'id' must be a string"))
+            continue
         if wanted and cid not in wanted:
             continue
         try:
-            inputs = {i.name: None for i in spec.inputs}
-            params = {}
-            scalars = {}
-            for k, v in case.get("inputs", {}).items():
-                target = input_map.get(k, k)
-                if target not in names:
-                    raise ValueError(f"input '{k}' has no counterpart in the spec (map it under inputs:)")
-                inputs[target] = _tensor(v, f"{cid}.inputs.{k}")
-            for k, v in case.get("params", {}).items():
-                target = param_map.get(k, k)
-                if isinstance(v, dict):
-                    if target not in names:
-                        raise ValueError(f"tensor parameter '{k}' needs an optional input of the spec")
-                    inputs[target] = _tensor(v, f"{cid}.params.{k}")
-                elif target in pnames:
-                    params[target] = v
-                elif target in names and isinstance(v, (int, float)) and not isinstance(v, bool):
-                    scalars[target] = float(v)  # a scalar for a tensor input: the same for every entry
-                elif v is None or target == "":
-                    continue
-                else:
-                    raise ValueError(f"parameter '{k}' has no counterpart in the spec")
-            for target, v in scalars.items():
-                inputs[target] = np.full(_declared_shape(spec, target, inputs), v)
-            expected = {}
-            for k, v in case.get("expected", {}).items():
-                expected[k] = np.asarray(v, dtype=float) if isinstance(v, list) else float(v)
-            grads = {input_map.get(k, k): np.asarray(v, dtype=float) for k, v in case.get("grad_of_sum", {}).items()}
-            if cid in reference_gradients:
-                grads = {}  # the spec explains why these come from losscc's reference evaluator
-            out.append(CaseData(cid, path.as_posix(), inputs, params, {}, expected, grads))
-        except (ValueError, KeyError, TypeError) as exc:
-            problems.append(Diagnostic(loc, "E181", f"{path.name}: case '{cid}': {exc}"))
+            if not isinstance(case, dict):
+                raise CaseProblem("expected an object")
+            if _count(case) > limits.MAX_CASE_ELEMENTS:
+                raise CaseProblem(f"more numbers than the limit 'case_elements' ({limits.MAX_CASE_ELEMENTS})")
+            data = _one_case(dict(case, id=cid), spec, input_map, param_map, path, reference_gradients)
+            check_none_shape(spec, data, loc, "E181", f"{path.name}: case '{cid[:60]}'")
+            out.append(data)
+        except SpecError as exc:
+            problems += exc.diagnostics
+        except (CaseProblem, ValueError, TypeError) as exc:
+            problems.append(Diagnostic(loc, "E181", f"{path.name}: case '{cid[:60]}': {exc}"))
+        if len(problems) >= 20:
+            break
     if wanted - {c.id for c in out} and not problems:
         missing = sorted(wanted - {c.id for c in out})
         problems.append(Diagnostic(loc, "E182", f"{path.name}: no case with id {', '.join(missing)}"))
     if problems:
         raise SpecError(problems)
     return out
+
+
+def _count(v) -> int:
+    if isinstance(v, list):
+        return sum(_count(x) for x in v)
+    if isinstance(v, dict):
+        return sum(_count(x) for x in v.values())
+    return 1
 
 
 def _declared_shape(spec: Spec, name: str, inputs: dict) -> tuple[int, ...]:
@@ -202,12 +361,12 @@ def _declared_shape(spec: Spec, name: str, inputs: dict) -> tuple[int, ...]:
 
 
 def reference_cases(spec: Spec, root: Path) -> list[CaseData]:
+    """The cases of the spec's reference files; each must lie inside `root` (its folders
+    may not lead out through a symbolic link, the file itself may not be one)."""
     out = []
     for ref in spec.references:
-        from .project import resolve_reference
-
-        out += load_case_file(resolve_reference(root, spec.path, ref.file, ref.loc), spec, ref.inputs, ref.params, ref.cases, ref.loc,
-                              ref.reference_gradients)
+        path = resolve_reference(root, spec.path, ref.file, ref.loc)
+        out += load_case_file(path, spec, ref.inputs, ref.params, ref.cases, ref.loc, ref.reference_gradients)
     return out
 
 

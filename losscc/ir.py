@@ -53,6 +53,12 @@ class sigmoid(sp.Function):  # noqa: N801 - mirrors the formula language
     def _eval_rewrite_as_exp(self, x, **kwargs):
         return 1 / (1 + sp.exp(-x))
 
+    def _eval_evalf(self, prec):  # constants such as sigmoid(2) are numbers
+        return self.rewrite(sp.exp)._eval_evalf(prec) if self.args[0].is_number else None
+
+    def _eval_is_extended_real(self):
+        return self.args[0].is_extended_real
+
 
 class softplus(sp.Function):  # noqa: N801
     """log(1 + exp(x)), computed without overflow."""
@@ -64,6 +70,12 @@ class softplus(sp.Function):  # noqa: N801
 
     def _eval_rewrite_as_exp(self, x, **kwargs):
         return sp.log(1 + sp.exp(x))
+
+    def _eval_evalf(self, prec):
+        return self.rewrite(sp.exp)._eval_evalf(prec) if self.args[0].is_number else None
+
+    def _eval_is_extended_real(self):
+        return self.args[0].is_extended_real
 
     _eval_rewrite_as_log = _eval_rewrite_as_exp
 
@@ -81,6 +93,11 @@ class Clip(sp.Function):
 
     def _eval_rewrite_as_Min(self, x, lo, hi, **kwargs):
         return sp.Min(sp.Max(x, lo), hi)
+
+    def _eval_evalf(self, prec):  # clip of constants, such as clip(sigmoid(1), 0, 1), is a number
+        if not all(a.is_number for a in self.args):
+            return None
+        return sp.Min(sp.Max(self.args[0], self.args[1]), self.args[2])._eval_evalf(prec)
 
 
 class Where(sp.Function):
@@ -111,7 +128,7 @@ class _PiecewiseConstant(sp.Function):
             return sp.Integer(cls._fold(Fraction(int(x.p), int(x.q))))
         if x.is_Float:
             return sp.Integer(cls._fold(Fraction(*map(int, sp.Rational(x).as_numer_denom()))))
-        if x.is_number and x.is_real:  # pi, log(2): decided at 60 digits
+        if x.is_number and x.is_real is not False:  # pi, log(2), sigmoid(2): decided at 60 digits
             v = sp.N(x, 60)
             if v.is_Float:
                 return cls.eval(v)

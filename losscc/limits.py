@@ -17,7 +17,12 @@ MAX_PARAMS = 32
 MAX_LEARNABLE_ELEMENTS = 4096
 MAX_CASES = 200
 MAX_CASE_ELEMENTS = 20000  # numbers in one case
+MAX_REFERENCE_DPS = 500   # working digits of the reference evaluator (inputs up to |x| ~ 1000)
+MAX_REFERENCE_GRAD_ELEMENTS = 256  # entries of one case whose gradients the reference computes
+MAX_CASE_FILE_BYTES = 1 << 20   # one case or reference JSON file
+MAX_JSON_DEPTH = 32        # nesting of a case file
 MAX_YAML_NODES = 50000
+MAX_YAML_DEPTH = 32        # nesting of YAML collections, block or flow
 MAX_NAME_CHARS = 64
 MAX_TEXT_CHARS = 2000      # summary, docs
 

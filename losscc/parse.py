@@ -457,8 +457,11 @@ class _Converter:
         if isinstance(op, ast.Mult):
             return self._t(le * re_, t)
         if isinstance(op, ast.Div):
-            if re_.is_zero:
-                raise _Fail(node, "E207", "division by zero")
+            if _is_zero_constant(re_):
+                if re_.is_zero:
+                    raise _Fail(node, "E207", "division by zero")
+                raise _Fail(node, "E207", "division by a constant that is zero",
+                            "the denominator evaluates to 0 (below 1e-100 at 50 and at 200 digits)")
             return self._t(le / re_, t)
         if isinstance(op, ast.Pow):
             if le.is_number and re_.is_number and _magnitude_digits(le, re_) > 300:
@@ -468,7 +471,7 @@ class _Converter:
                             f"exponent exceeds the limit 'exponent' ({limits.MAX_EXPONENT})")
             if le.is_Number and not re_.is_Number:
                 pass
-            if le.is_Number and re_.is_Number and le.is_zero and re_.is_negative:
+            if le.is_number and re_.is_Number and re_.is_negative and _is_zero_constant(le):
                 raise _Fail(node, "E207", "division by zero")
             return self._t(le ** re_, t)
         raise _Fail(node, "E202", f"operator '{_describe(node)}' is not allowed")
@@ -490,7 +493,7 @@ class _Converter:
             if (ta.dtype == "int" and ta.axes or tb.dtype == "int" and tb.axes) and rel not in (sp.Eq, sp.Ne):
                 raise _Fail(node, "E213", "integer tensors can only be compared with == or !=")
             if a.is_number and b.is_number:  # a constant condition is decided now
-                rels.append(sp.true if bool(rel(a, b)) else sp.false)
+                rels.append(sp.true if _decide(rel, a, b) else sp.false)
             else:
                 rels.append(rel(a, b, evaluate=False))
         e = rels[0] if len(rels) == 1 else sp.And(*rels)
@@ -518,7 +521,7 @@ class _Converter:
         t = TType("int" if ints else "float", self.union(c[1], a[1], b[1]), grad=a[1].grad or b[1].grad)
         if c[0] is sp.true or c[0] is sp.false:
             return a if c[0] is sp.true else b
-        return self._t(sp.Piecewise((a[0], c[0]), (b[0], True), evaluate=False), t)
+        return self._t(sp.Piecewise((a[0], _opaque(c[0])), (b[0], True), evaluate=False), t)
 
     def v_Subscript(self, node, d):
         x, xt = self.visit(node.value, d)
@@ -583,6 +586,9 @@ class _Converter:
             arity(1)
             x, t = self.visit(args[0], d)
             self.need_value(args[0], t)
+            if fname in ("log", "log1p") and x.is_number and _is_zero_constant(x + (1 if fname == "log1p" else 0)):
+                raise _Fail(node, "E203", f"{fname} of a constant that is {'-1' if fname == 'log1p' else 'zero'}",
+                            "the argument evaluates to it (below 1e-100 at 50 and at 200 digits)")
             return self._t(UNARY[fname](x), TType("float", t.axes, grad=t.grad))
         if fname in REDUCE or fname in KEEP or (fname in ("min", "max") and kws):
             arity(1)
@@ -645,7 +651,7 @@ class _Converter:
                 raise _Fail(args[-1], "E226", "the last Piecewise condition must be True (the otherwise branch)")
             t = TType("float", self.union(*[p[0][1] for p in pairs], *[p[1][1] for p in pairs]),
                       grad=any(p[0][1].grad for p in pairs))
-            e = sp.Piecewise(*[(v, c) for (v, _), (c, _) in pairs], evaluate=False)
+            e = sp.Piecewise(*[(v, _opaque(c)) for (v, _), (c, _) in pairs], evaluate=False)
             if not isinstance(e, sp.Piecewise):
                 return self._t(e, t)
             return self._t(e, t)
@@ -756,6 +762,23 @@ class _Converter:
         return [n for n in order if n in found]
 
 
+def _opaque(cond):
+    """cond with every Piecewise inside it as the compiler's Where, which SymPy leaves
+    alone: a Piecewise in a condition makes SymPy piecewise_fold it, which runs
+    simplify_logic and simplify (unbounded: products of 30 sigmoids took minutes)."""
+    if not isinstance(cond, sp.Basic) or not cond.has(sp.Piecewise):
+        return cond
+
+    def where(pw):
+        *pairs, (last, _) = pw.args
+        out = last
+        for expr, c in reversed(pairs):
+            out = ir.Where(c, expr, out)
+        return out
+
+    return cond.replace(lambda n: isinstance(n, sp.Piecewise), where)
+
+
 def _magnitude_digits(base, ex) -> float:
     """Decimal digits of base**ex, estimated without computing it."""
     import math
@@ -770,15 +793,67 @@ def _magnitude_digits(base, ex) -> float:
     return abs(x * math.log10(b))
 
 
-def _check_constant(node, e) -> None:
+CONST_DIGITS = (50, 200)  # working precisions of the zero test of constants
+
+
+def constant_value(e) -> float | str:
+    """The float value of the constant `e`, or the reason it has none.
+
+    Evaluated (SymPy evalf, i.e. mpmath, on a tree of at most 'tree' nodes) at 17 digits;
+    a value below 1e-10 is evaluated again at 50 and at 200 digits: below 10**-(digits/2)
+    at both it is exactly zero (log(2) + log(3) - log(6) cancels at any precision; a true
+    constant such as 1e-50 does not), and it is refused when the two disagree."""
+    first = _evaluate(e, 17)
+    if isinstance(first, str) or abs(first) >= 1e-10:
+        return _real(first)
+    a, b = (_evaluate(e, n) for n in CONST_DIGITS)
+    if isinstance(a, str) or isinstance(b, str):
+        return a if isinstance(a, str) else b
+    (na, nb) = CONST_DIGITS
+    if abs(a) < 10.0 ** -(na // 2) and abs(b) < 10.0 ** -(nb // 2):
+        return 0.0
+    if abs(a - b) > 1e-12 * max(abs(a), abs(b)):
+        return "constant cannot be evaluated reliably (it depends on a value that cancels to 0)"
+    return _real(b)
+
+
+def _evaluate(e, digits: int) -> complex | str:
     try:
-        v = complex(sp.N(e, 17))
-    except (TypeError, ValueError, OverflowError):
-        raise _Fail(node, "E203", "constant cannot be evaluated") from None
-    if v.imag != 0:
-        raise _Fail(node, "E203", "constant is not a real number")
-    if not (abs(v.real) < 1e300):
-        raise _Fail(node, "E203", "constant overflows a float (|value| >= 1e300)")
+        v = complex(sp.N(e, digits))
+    except (TypeError, ValueError, OverflowError, ArithmeticError, RecursionError):
+        return "constant cannot be evaluated"
+    if v != v:
+        return "constant is not a real number"
+    return v
+
+
+def _real(v: complex | str) -> float | str:
+    if isinstance(v, str):
+        return v
+    if abs(v.imag) > 1e-12 * abs(v):
+        return "constant is not a real number"
+    if not abs(v.real) < 1e300:
+        return "constant overflows a float (|value| >= 1e300)"
+    return v.real
+
+
+def _check_constant(node, e) -> float:
+    v = constant_value(e)
+    if isinstance(v, str):
+        raise _Fail(node, "E203", v)
+    return v
+
+
+def _is_zero_constant(e) -> bool:
+    return bool(e.is_zero) or (e.is_number and not e.has(ir.TensorOp) and constant_value(e) == 0.0)
+
+
+def _decide(rel, a, b) -> bool:
+    """A comparison of two constants, decided on their evaluated difference."""
+    d = constant_value(a - b)
+    if isinstance(d, str):
+        raise ValueError(d)
+    return {sp.Lt: d < 0, sp.Le: d <= 0, sp.Gt: d > 0, sp.Ge: d >= 0, sp.Eq: d == 0, sp.Ne: d != 0}[rel]
 
 
 def _source(node) -> str:

@@ -25,7 +25,8 @@ import mpmath
 import numpy as np
 import sympy as sp
 
-from . import ir
+from . import ir, limits
+from .casecheck import reference_digits
 from .parse import Program
 
 DPS = 40
@@ -530,7 +531,7 @@ def digits_for(inputs: dict, learnable: dict) -> int:
             a = np.asarray(v, dtype=float)
             if a.size:
                 big = max(big, float(np.max(np.abs(a))))
-    return int(DPS + min(big, 20000.0) / 2.3)
+    return reference_digits(big)
 
 
 @dataclass
@@ -546,8 +547,8 @@ def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None 
     large inputs, at most `max_dps`: the extreme-input suite caps it and compares only
     where the result is finite)."""
     learnable = learnable or {}
-    dps = digits_for(inputs, learnable)
-    with mpmath.workdps(min(dps, max_dps) if max_dps else dps):
+    dps = min(digits_for(inputs, learnable), max_dps or limits.MAX_REFERENCE_DPS)
+    with mpmath.workdps(dps):
         ev = Evaluator(prog, inputs, params, learnable)
         base = ev.run()
         with np.errstate(over="ignore", invalid="ignore"):  # beyond float64: inf; 0/0: nan

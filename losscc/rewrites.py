@@ -13,7 +13,7 @@ from typing import Callable
 
 import sympy as sp
 
-from . import ir
+from . import bounded, ir
 
 
 @dataclass(frozen=True)
@@ -198,10 +198,16 @@ def _linear_tail(e):
     A, B = a.subs(d, u), b.subs(d, u)
     if not (A.has(u) and A.is_polynomial(u) and B.is_polynomial(u)):
         return None
-    if sp.degree(A, u) < 2 or sp.degree(B, u) != 1 or sp.denom(sp.together(A)).free_symbols:
+    # bounded: structural degrees (never expanding), small low-degree polynomials only
+    if sp.count_ops(A) + sp.count_ops(B) > bounded.MAX_EXPAND_OPS:
+        return None
+    da, db = bounded.degree(A, u, cap=4), bounded.degree(B, u, cap=4)
+    if da is None or da < 2 or db != 1 or bounded.has_symbolic_denominator(A):
         return None
     slope = sp.diff(B, u)
-    if sp.simplify(A.subs(u, c) - B.subs(u, c)) != 0 or sp.simplify(sp.diff(A, u).subs(u, c) - slope) != 0:
+    if bounded.is_zero(A.subs(u, c) - B.subs(u, c), numeric=False) is not True:
+        return None
+    if bounded.is_zero(sp.diff(A, u).subs(u, c) - slope, numeric=False) is not True:
         return None
     m = sp.Min(d, c)
     return ir.real_parts(A.subs(u, m) + slope * (d - m))

@@ -18,10 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from . import limits
+from . import casecheck, limits
 from .errors import Collector, Diagnostic, Location, SpecError, did_you_mean
+from .files import read_bounded
+from .yamlread import FLOAT as _FLOAT
+from .yamlread import Node as _Node
+from .yamlread import clip as _clip
+from .yamlread import load_yaml
 
 # --------------------------------------------------------------------------- model
 
@@ -152,8 +155,8 @@ class Spec:
 
 # --------------------------------------------------------------------------- names
 
-IDENT = re.compile(r"^[a-z][a-z0-9_]*$")
-AXIS = re.compile(r"^\*?[A-Z][A-Za-z0-9]*$")
+IDENT = re.compile(r"[a-z][a-z0-9_]*\Z")
+AXIS = re.compile(r"\*?[A-Z][A-Za-z0-9]*\Z")
 # names the generated code itself uses, or that would shadow what it needs
 RESERVED = frozenset(
     {
@@ -211,126 +214,6 @@ def check_identifier(name: Any) -> str | None:
 # --------------------------------------------------------------------------- YAML
 
 
-class _Node:
-    """A YAML value with its position: scalars, lists and str-keyed dicts of _Node."""
-
-    __slots__ = ("value", "line", "col", "style", "key_line", "key_col")
-
-    def __init__(self, value, line, col, style=None):
-        self.value, self.line, self.col, self.style = value, line, col, style
-        self.key_line, self.key_col = line, col  # where its mapping key stands, if any
-
-    def plain(self):
-        if isinstance(self.value, dict):
-            return {k: v.plain() for k, v in self.value.items()}
-        if isinstance(self.value, list):
-            return [v.plain() for v in self.value]
-        return self.value
-
-
-_FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
-_PLAIN_TAGS = frozenset("tag:yaml.org,2002:" + t for t in ("map", "seq", "str", "int", "float", "bool", "null"))
-MAX_YAML_DEPTH = 32
-
-
-def _nesting_depth(text: str) -> tuple[int, int, int]:
-    """Deepest bracket nesting of flow collections (PyYAML recurses per level), ignoring
-    quotes, and the line and column where it is first reached."""
-    depth = best = 0
-    where = (1, 1)
-    line, col = 1, 0
-    quote = None
-    for ch in text:
-        col += 1
-        if quote:
-            if ch == quote:
-                quote = None
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "[{":
-            depth += 1
-            if depth > best:
-                best, where = depth, (line, col)
-        elif ch in "]}":
-            depth = max(0, depth - 1)
-        if ch == "\n":
-            quote = None
-            line, col = line + 1, 0
-    return best, where[0], where[1]
-
-
-def _load_yaml(text: str, out: Collector) -> _Node | None:
-    try:
-        loader = yaml.SafeLoader(text)
-        try:
-            for event in yaml.parse(text, Loader=yaml.SafeLoader):
-                if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-                    mark = event.start_mark
-                    out.error(mark.line + 1, mark.column + 1, "E102",
-                              "YAML anchors and aliases are not allowed in a spec")
-                    return None
-            root = loader.get_single_node()
-            if root is None:
-                out.error(1, 1, "E103", "the spec is empty")
-                return None
-            return _convert(root, loader, out, [0])
-        finally:
-            loader.dispose()
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        msg = exc.problem or exc.context
-        if exc.context and exc.problem and exc.context_mark:
-            msg += f" ({exc.context} at {exc.context_mark.line + 1}:{exc.context_mark.column + 1})"
-        out.error(line, col, "E101", f"YAML syntax: {msg}")
-        return None
-    except yaml.YAMLError as exc:
-        out.error(1, 1, "E101", f"YAML syntax: {exc}")
-        return None
-    except RecursionError:
-        out.error(1, 1, "E104", "YAML nested too deeply")
-        return None
-
-
-def _convert(node, loader, out: Collector, count) -> _Node | None:
-    count[0] += 1
-    if count[0] > limits.MAX_YAML_NODES:
-        raise SpecError([Diagnostic(Location(out.path, node.start_mark.line + 1, 1), "E104",
-                                    f"the spec exceeds the limit 'yaml_nodes' ({limits.MAX_YAML_NODES})")])
-    line, col = node.start_mark.line + 1, node.start_mark.column + 1
-    if node.tag not in _PLAIN_TAGS:
-        out.error(line, col, "E107", f"YAML tag '{_clip(node.tag, 80)}' is not allowed in a spec")
-        return None
-    if isinstance(node, yaml.MappingNode):
-        result: dict[str, _Node] = {}
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode):
-                out.error(key_node.start_mark.line + 1, key_node.start_mark.column + 1, "E105",
-                          "mapping keys must be plain names")
-                continue
-            key = key_node.value
-            if key in result:
-                out.error(key_node.start_mark.line + 1, key_node.start_mark.column + 1, "E106",
-                          f"duplicate key '{key}'")
-                continue
-            converted = _convert(value_node, loader, out, count)
-            if converted is not None:
-                converted.key_line = key_node.start_mark.line + 1
-                converted.key_col = key_node.start_mark.column + 1
-                result[key] = converted
-        return _Node(result, line, col)
-    if isinstance(node, yaml.SequenceNode):
-        items = [_convert(v, loader, out, count) for v in node.value]
-        return _Node([v for v in items if v is not None], line, col)
-    value = loader.construct_object(node)
-    if isinstance(value, str) and node.style is None and _FLOAT.match(value):
-        value = float(value)  # YAML 1.1 reads 1e-8 as a string
-    if not isinstance(value, (str, int, float, bool, type(None))):
-        out.error(line, col, "E107", f"unsupported YAML value of type {type(value).__name__}")
-        return None
-    return _Node(value, line, col, node.style)
-
-
 # --------------------------------------------------------------------------- fields
 
 TOP_FIELDS = ("name", "summary", "description", "inputs", "params", "learnable", "formula",
@@ -340,6 +223,10 @@ PARAM_FIELDS = ("default", "min", "max", "doc")
 LEARNABLE_FIELDS = ("shape", "init", "doc")
 GUARD_FIELDS = ("clip", "eps", "upcast")
 BUILTIN_REDUCTIONS = ("none", "mean", "sum")
+
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_OTHER_NUMBER = re.compile(r"[-+]?(0[xXoObB][0-9a-fA-F_]+|[0-9][0-9_]*(\.[0-9_]*)?([eE][-+]?[0-9]+)?)")
 
 
 class _Reader:
@@ -356,6 +243,9 @@ class _Reader:
         for key, value in node.value.items():
             if key not in allowed:
                 hint = did_you_mean(key, allowed)
+                if not hint and not _WORD.fullmatch(key):
+                    hint = ("is this the rest of a text value? In a { } mapping an unquoted ',' ends a "
+                            "value and ': ' starts a key: quote the text, e.g. doc: \"Margin, -1 for dissimilar.\"")
                 self.out.error(value.key_line, value.key_col, "E111", f"{where}: unknown field '{_clip(key)}'", hint)
         return node.value
 
@@ -371,7 +261,10 @@ class _Reader:
     def number(self, node: _Node, where: str) -> float | None:
         v = node.value
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            self.err(node, "E112", f"{where}: expected a number, got {_kind(v)}")
+            hint = ""
+            if isinstance(v, str) and _OTHER_NUMBER.fullmatch(v.strip()):
+                hint = "write numbers in decimal, such as 31, 0.5 or 1e-8"
+            self.err(node, "E112", f"{where}: expected a number, got {_kind(v)}", hint)
             return None
         if v != v or v in (float("inf"), float("-inf")):
             self.err(node, "E113", f"{where}: must be finite")
@@ -398,13 +291,8 @@ def _kind(v: Any) -> str:
             type(None): "nothing"}.get(type(v), "a number")
 
 
-def _clip(text: str, n: int = 40) -> str:
-    text = text.encode("unicode_escape").decode("ascii")
-    return text if len(text) <= n else text[: n - 3] + "..."
-
-
-_INTERVAL = re.compile(r"^\s*([\[\(])\s*([^,\[\]\(\)]+?)\s*,\s*([^,\[\]\(\)]+?)\s*([\]\)])\s*$")
-_SET = re.compile(r"^\s*\{([^{}]*)\}\s*$")
+_INTERVAL = re.compile(r"\s*([\[\(])\s*([^,\[\]\(\)]+?)\s*,\s*([^,\[\]\(\)]+?)\s*([\]\)])\s*\Z")
+_SET = re.compile(r"\s*\{([^{}]*)\}\s*\Z")
 
 
 def parse_domain(text: str, axes: set[str]) -> Domain | str:
@@ -416,6 +304,8 @@ def parse_domain(text: str, axes: set[str]) -> Domain | str:
         parts = [p.strip() for p in m.group(1).split(",") if p.strip()]
         if not all(_FLOAT.match(p) for p in parts):
             return "set members must be numbers"
+        if not all(abs(float(p)) < 1e300 for p in parts):
+            return "set members must be finite numbers (below 1e300)"
         values = tuple(sorted({float(p) for p in parts}))
         if not values or len(values) > 64:
             return "a set needs 1 to 64 numbers"
@@ -433,6 +323,8 @@ def parse_domain(text: str, axes: set[str]) -> Domain | str:
         if s in axes:
             return s, None
         if _FLOAT.match(s):
+            if not abs(float(s)) < 1e300:
+                return None, f"bound '{_clip(s)}' is too large (write inf for no bound)"
             return float(s), None
         return None, f"bound '{_clip(s)}' is not a number, 'inf' or a shape symbol"
 
@@ -453,14 +345,7 @@ def load_spec(path: str | Path, display: str | None = None) -> Spec:
     """Read and validate one spec file; raise SpecError with every problem found."""
     path = Path(path)
     shown = display or str(path)
-    out = Collector(shown)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise SpecError([Diagnostic(Location(shown), "E100", f"cannot read spec: {exc.strerror}")])
-    if len(raw) > limits.MAX_FILE_BYTES:
-        raise SpecError([Diagnostic(Location(shown, 1, 1), "E104",
-                                    f"file exceeds the limit 'file_bytes' ({limits.MAX_FILE_BYTES})")])
+    raw = read_bounded(path, limits.MAX_FILE_BYTES, "spec", shown)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -478,11 +363,7 @@ def spec_from_text(text: str, path: str = "<spec>", sha256: str | None = None) -
         line = text[: text.index("\t")].count("\n") + 1
         out.error(line, 1, "E101", "YAML syntax: tab characters are not allowed")
         raise SpecError(out.items)
-    depth, dline, dcol = _nesting_depth(text)
-    if depth > MAX_YAML_DEPTH:
-        out.error(dline, dcol, "E104", f"YAML nesting exceeds the limit 'yaml_depth' ({MAX_YAML_DEPTH})")
-        raise SpecError(out.items)
-    root = _load_yaml(text, out)
+    root = load_yaml(text, out)
     out.raise_if_errors()
     assert root is not None
     spec = _build(root, text, path, sha256, out)
@@ -807,7 +688,7 @@ def _learnable(r: _Reader, node: _Node, key: str, where: str) -> dict | None:
     return dict(name=key, shape=tuple(shape), init=init, doc=doc)
 
 
-_BINDING = re.compile(r"^([ ]*)([A-Za-z_][A-Za-z0-9_]*)\s*=(?!=)\s*(.*)$", re.S)
+_BINDING = re.compile(r"([ ]*)([A-Za-z_][A-Za-z0-9_]*)\s*=(?!=)\s*(.*)\Z", re.S)
 
 
 def _bindings(r: _Reader, node: _Node, text: str, path: str) -> list[Binding]:
@@ -915,41 +796,74 @@ def _cases(r: _Reader, node: _Node, path: str) -> list[Case]:
     return cases
 
 
-def _numeric(v) -> bool:
-    if isinstance(v, list):
-        return all(_numeric(x) for x in v)
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
 def _check_cases(out: Collector, cases, inputs, params, reductions) -> None:
+    """Names, then values: shapes against the declared shapes, int labels against their
+    domains, parameter kinds and bounds (E117), before anything evaluates a case."""
     names = {i.name for i in inputs}
     pnames = {p.name for p in params}
     rnames = [r.name for r in reductions]
+    view = _SpecView(tuple(inputs), tuple(params))
     for n, c in enumerate(cases):
         where = f"cases[{n}]"
 
         def at(key):
             return c.positions.get(key, (c.loc.line, c.loc.col))
 
-        for k, v in c.inputs.items():
-            line, col = at(f"inputs.{k}")
+        ok = True
+        for k in c.inputs:
             if k not in names:
+                line, col = at(f"inputs.{k}")
                 out.error(line, col, "E116", f"{where}.inputs: unknown input '{_clip(str(k))}'",
                           did_you_mean(str(k), sorted(names)))
-            elif v is not None and not _numeric(v):
-                out.error(line, col, "E116", f"{where}.inputs.{k}: expected numbers or nested lists of numbers")
-        for k in c.params:
+                ok = False
+        for k, v in c.params.items():
             line, col = at(f"params.{k}")
             if k not in pnames:
                 out.error(line, col, "E116", f"{where}.params: unknown parameter '{_clip(str(k))}'",
                           did_you_mean(str(k), sorted(pnames)))
+                ok = False
+                continue
+            try:
+                casecheck.check_param(view.param(k), v, f"{where}.params.{k}")
+            except casecheck.CaseProblem as exc:
+                out.error(line, col, "E117", str(exc))
+                ok = False
         for k, v in c.expected.items():
             line, col = at(f"expected.{k}")
             if k not in rnames:
                 out.error(line, col, "E116", f"{where}.expected: '{_clip(str(k))}' is not a reduction "
                           f"({', '.join(rnames)})", did_you_mean(str(k), rnames))
-            elif not _numeric(v):
-                out.error(line, col, "E116", f"{where}.expected.{k}: expected numbers")
+                ok = False
+                continue
+            try:
+                casecheck.check_expected(k, v, f"{where}.expected")
+            except casecheck.CaseProblem as exc:
+                out.error(line, col, "E117", str(exc))
+                ok = False
+        if not ok or len(inputs) != len(names):
+            continue
+        try:
+            casecheck.check_inputs(view, c.inputs, c.params, f"{where}.inputs")
+        except casecheck.CaseProblem as exc:
+            name = str(exc).split(":", 1)[0].rsplit(".", 1)[-1]
+            line, col = at(f"inputs.{name}")
+            out.error(line, col, "E117", str(exc))
+            continue
+        try:  # the reference evaluator computes every spec case's gradients
+            casecheck.check_reference_cost(view, c.inputs, needs_gradients=True)
+        except casecheck.CaseProblem as exc:
+            out.error(c.loc.line, c.loc.col, "E104", f"{where} ('{_clip(c.id)}'): {exc}")
+
+
+@dataclass(frozen=True)
+class _SpecView:
+    """The parts of a spec that case checks read, before the Spec itself exists."""
+
+    inputs: tuple
+    params: tuple
+
+    def param(self, name: str) -> Param:
+        return next(p for p in self.params if p.name == name)
 
 
 def _references(r: _Reader, node: _Node, path: str) -> list[Reference]:

@@ -1,0 +1,176 @@
+"""Validation of case data (the spec's ``cases:`` and case/reference files) against the spec.
+
+Case data is untrusted: before anything evaluates it, every tensor must be a
+rectangular nested list of finite numbers whose rank and axis sizes fit the input's
+declared shape (one size per shape symbol across all inputs), int inputs must hold
+integers inside their domain (or the ``ignore`` value), and parameters must have the
+parameter's kind and lie within its bounds.  The functions here are pure Python and
+return messages; the callers attach positions and codes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from . import limits
+
+
+class CaseProblem(ValueError):
+    """A case does not fit the spec; the message says which value and why."""
+
+
+def nested_shape(v: Any, where: str, depth: int = 0) -> tuple[int, ...]:
+    """The shape of a rectangular nested list of finite numbers, else CaseProblem."""
+    if depth > limits.MAX_RANK:
+        raise CaseProblem(f"{where}: nested more deeply than the limit 'rank' ({limits.MAX_RANK})")
+    if isinstance(v, list):
+        if not v:
+            return (0,)
+        shapes = {nested_shape(x, where, depth + 1) for x in v}
+        if len(shapes) != 1:
+            raise CaseProblem(f"{where}: ragged data (rows of different lengths or depths)")
+        return (len(v),) + shapes.pop()
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise CaseProblem(f"{where}: expected numbers or nested lists of numbers, got {type(v).__name__}")
+    if isinstance(v, float) and not math.isfinite(v):
+        raise CaseProblem(f"{where}: numbers must be finite")
+    return ()
+
+
+def flat(v: Any) -> list:
+    if isinstance(v, list):
+        return [y for x in v for y in flat(x)]
+    return [v]
+
+
+def _bind(sizes: dict, inp, shape: tuple[int, ...], where: str) -> None:
+    """Record the sizes of inp's axis symbols from `shape`, checking the ones already known."""
+    fixed = [a for a in inp.shape if not a.startswith("*")]
+    variadic = len(fixed) != len(inp.shape)
+    if inp.broadcast:
+        if len(shape) > len(inp.shape) and not variadic:
+            raise CaseProblem(f"{where}: rank {len(shape)} is more than the declared {list(inp.shape)}")
+        return
+    if (len(shape) < len(fixed)) if variadic else (len(shape) != len(fixed)):
+        raise CaseProblem(f"{where}: shape {list(shape)} does not fit the declared shape {list(inp.shape)}")
+    nvar = len(shape) - len(fixed)
+    k = 0
+    for a in inp.shape:
+        n = nvar if a.startswith("*") else 1
+        got = tuple(shape[k:k + n])
+        k += n
+        key = a.lstrip("*")
+        if key in sizes and sizes[key][0] != got:
+            first, other = sizes[key]
+            raise CaseProblem(f"{where}: axis {a} has size {_sz(got)} here but {_sz(first)} in {other}")
+        sizes.setdefault(key, (got, where))
+
+
+def _sz(t: tuple[int, ...]) -> str:
+    return str(t[0]) if len(t) == 1 else str(list(t))
+
+
+def check_inputs(spec, inputs: dict, params: dict, prefix: str, skip: frozenset = frozenset()) -> dict:
+    """Check `inputs` (name -> nested list, number or None) against the spec; return the
+    axis sizes {symbol: tuple}.  `params` holds the case's parameter values; inputs named
+    in `skip` are filled in later (a scalar for every entry)."""
+    sizes: dict = {}
+    for inp in spec.inputs:
+        if inp.name in skip:
+            continue
+        v = inputs.get(inp.name)
+        where = f"{prefix}.{inp.name}"
+        if v is None:
+            if not inp.optional:
+                raise CaseProblem(f"{where}: missing (only an optional input may be left out or null)")
+            continue
+        shape = nested_shape(v, where)
+        _bind(sizes, inp, shape, where)
+    for inp in spec.inputs:
+        v = inputs.get(inp.name)
+        if v is None:
+            continue
+        _check_domain(inp, flat(v), sizes, params, spec, f"{prefix}.{inp.name}")
+    return {k: s for k, (s, _) in sizes.items()}
+
+
+def _check_domain(inp, values: list, sizes: dict, params: dict, spec, where: str) -> None:
+    d = inp.domain
+    allowed = None
+    if inp.ignore:
+        allowed = params.get(inp.ignore, spec.param(inp.ignore).default)
+    if inp.dtype == "int":
+        for x in values:
+            if isinstance(x, float) and not x.is_integer():
+                raise CaseProblem(f"{where}: {x!r} is not an integer (the input's dtype is int)")
+    for x in values:
+        if allowed is not None and x == allowed:
+            continue
+        if d.is_set:
+            if x not in d.values:
+                raise CaseProblem(f"{where}: {x!r} is outside the domain {d.text}")
+            continue
+        if inp.dtype != "int":
+            continue  # float intervals: hand-written cases may sit on or near the ends
+        lo, hi = d.lo, d.hi
+        if isinstance(lo, str):
+            lo = sizes.get(lo, ((None,), ""))[0][0]
+        if isinstance(hi, str):
+            hi = sizes.get(hi, ((None,), ""))[0][0]
+        below = lo is not None and (x < lo or (x == lo and not d.lo_closed))
+        above = hi is not None and (x > hi or (x == hi and not d.hi_closed))
+        if below or above:
+            raise CaseProblem(f"{where}: {x!r} is outside the domain {d.text}"
+                              + (f" (with {d.hi} = {hi})" if isinstance(d.hi, str) and hi is not None else ""))
+
+
+def check_param(p, v: Any, where: str) -> None:
+    """A case's value for parameter p: its kind, finite, within p's bounds."""
+    if p.kind == "bool":
+        if not isinstance(v, bool):
+            raise CaseProblem(f"{where}: expected true or false for the boolean parameter '{p.name}'")
+        return
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise CaseProblem(f"{where}: expected a number for the parameter '{p.name}', got {type(v).__name__}")
+    if p.kind == "int" and not (isinstance(v, int) or (isinstance(v, float) and v.is_integer())):
+        raise CaseProblem(f"{where}: expected an integer for the int parameter '{p.name}'")
+    if not math.isfinite(v):
+        raise CaseProblem(f"{where}: must be finite")
+    if p.min is not None and v < p.min:
+        raise CaseProblem(f"{where}: {v!r} is below min {p.min} of '{p.name}'")
+    if p.max is not None and v > p.max:
+        raise CaseProblem(f"{where}: {v!r} is above max {p.max} of '{p.name}'")
+
+
+def check_expected(name: str, v: Any, where: str) -> None:
+    """An expected value: a finite number, or (for per-element reductions) a rectangular list."""
+    nested_shape(v, f"{where}.{name}")
+
+
+REFERENCE_BASE_DPS = 40
+
+
+def reference_digits(magnitude: float) -> int:
+    """Working digits the reference evaluator needs for inputs up to `magnitude`: enough
+    that exp(-|x|) still counts next to 1 (1 - sigmoid(1000) must not cancel to 0)."""
+    return int(REFERENCE_BASE_DPS + min(magnitude, 1e6) / 2.3)
+
+
+def check_reference_cost(spec, inputs: dict, needs_gradients: bool) -> None:
+    """A case the reference evaluator must compute: its precision and its size are bounded
+    ('reference_dps'; 'reference_grad_elements' where the gradients come from it: each
+    entry costs two evaluations of the whole case)."""
+    values = [abs(x) for v in inputs.values() if v is not None for x in flat(v)]
+    big = max(values, default=0.0)
+    need = reference_digits(big)
+    if need > limits.MAX_REFERENCE_DPS:
+        raise CaseProblem(f"an input of magnitude {big:.6g} needs {need} digits in the reference evaluator, "
+                          f"above the limit 'reference_dps' ({limits.MAX_REFERENCE_DPS})")
+    if needs_gradients:
+        n = sum(len(flat(inputs[i.name])) for i in spec.inputs
+                if i.dtype == "float" and not i.optional and inputs.get(i.name) is not None)
+        if n > limits.MAX_REFERENCE_GRAD_ELEMENTS:
+            raise CaseProblem(f"{n} input entries need reference gradients, above the limit "
+                              f"'reference_grad_elements' ({limits.MAX_REFERENCE_GRAD_ELEMENTS}); "
+                              "give the case's gradients or make it smaller")
