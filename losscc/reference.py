@@ -516,9 +516,16 @@ def infer_sizes(prog: Program, inputs: dict) -> dict[str, tuple[int, ...]]:
             if sizes[a.lstrip("*")] != got:
                 raise ValueError(f"input '{inp.name}': axis {a.lstrip('*')} has size {got}, expected {sizes[a.lstrip('*')]}")
             k += n
+    absent = {a.lstrip("*") for inp in prog.spec.inputs if inp.optional and inputs.get(inp.name) is None
+              for a in inp.shape}
     for a in prog.axes:
         if a not in sizes:
-            raise ValueError(f"no input gives the size of axis {a}")
+            if a not in absent:
+                raise ValueError(f"no input gives the size of axis {a}")
+            # carried only by optional inputs that are None: the compiler refuses a loss whose
+            # value then depends on the size (E253), so any size gives the same value
+            variadic = any(f"*{a}" in inp.shape for inp in prog.spec.inputs)
+            sizes[a] = () if variadic else (1,)
     return sizes
 
 
