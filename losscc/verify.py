@@ -274,7 +274,9 @@ def expectations(prog, case: CaseData):
 
 
 def verify_spec(spec: Spec, modules: dict, runners: dict, dtypes, modes, cases: list[CaseData],
-                progress=None) -> list[Row]:
+                progress=None, strict: bool = False) -> list[Row]:
+    """Rows for one spec.  `strict` adds the per-element relative check to the norm-wise one
+    (``losscc verify --strict``; docs/verify.md)."""
     prog = build_program(spec)
     rows = []
     expect64 = []
@@ -301,7 +303,7 @@ def verify_spec(spec: Spec, modules: dict, runners: dict, dtypes, modes, cases: 
             expect32.append((c32, *expectations(prog, c32)))
     truths = {}
     for c, *_ in expect64 + expect32:
-        if not c.from_reference and id(c) not in truths:
+        if strict and not c.from_reference and id(c) not in truths:
             # hand-written and library values check the formula; the per-element check
             # compares with the reference's values at the same inputs
             truths[id(c)] = reference(prog, c.inputs, c.params, c.learnable, []).values
@@ -322,10 +324,10 @@ def verify_spec(spec: Spec, modules: dict, runners: dict, dtypes, modes, cases: 
                     row.cases += 1
                     if case.source == "extreme":
                         row.failures += _extreme_check(case, vals, grads, exp_vals, exp_grads, kinks, dtype,
-                                                       reds, row, prog)
+                                                       reds, row, prog, strict)
                     else:
                         row.failures += _check_case(row, case, vals, grads, exp_vals, exp_grads, kinks, dtype,
-                                                    reds, prog, truths.get(id(case)))
+                                                    reds, prog, truths.get(id(case)), strict)
                 rows.append(row)
                 if progress:
                     progress(row)
@@ -344,15 +346,16 @@ def collect_cases(spec: Spec, root: Path, extra_files: list[str], n_random: int,
 
 
 def run(specs: list[Spec], backends=BACKENDS, dtypes=DTYPES, modes=MODES, extra_files=(), n_random=3,
-        seed=0, root: Path = Path("."), progress=None, extreme: bool = False, spec_done=None) -> list[Row]:
+        seed=0, root: Path = Path("."), progress=None, extreme: bool = False, spec_done=None,
+        strict: bool = False) -> list[Row]:
     """Verify `specs`; `progress(row)` after each row, `spec_done(spec, rows)` after each spec."""
     with quiet_frameworks():
         return _run(specs, backends, dtypes, modes, extra_files, n_random, seed, root, progress, extreme,
-                    spec_done)
+                    spec_done, strict)
 
 
 def _run(specs, backends, dtypes, modes, extra_files, n_random, seed, root, progress, extreme,
-         spec_done) -> list[Row]:
+         spec_done, strict=False) -> list[Row]:
     from .backends import get
     from .emit import compile_spec
 
@@ -368,7 +371,7 @@ def _run(specs, backends, dtypes, modes, extra_files, n_random, seed, root, prog
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(compile_spec(spec, get(b)), encoding="utf-8")
                 modules[b] = load_module(path, f"losscc_verify_{b}_{spec.name}")
-            spec_rows = verify_spec(spec, modules, runners, dtypes, modes, all_cases[spec.name], progress)
+            spec_rows = verify_spec(spec, modules, runners, dtypes, modes, all_cases[spec.name], progress, strict)
             rows += spec_rows
             if spec_done:
                 spec_done(spec, spec_rows)
@@ -422,7 +425,7 @@ def run_cli(args) -> int:
     if args.extreme:
         dtypes = tuple(args.dtype or ("float32",))
     rows = run(specs, backends, dtypes, modes, args.cases, args.random, args.seed, project.root, progress,
-               extreme=args.extreme, spec_done=spec_done)
+               extreme=args.extreme, spec_done=spec_done, strict=getattr(args, "strict", False))
     if tty:
         sys.stderr.write("\r\x1b[K")
     if args.format == "json":
