@@ -14,6 +14,7 @@ rewritten binding survives), so each value is computed once.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import sympy as sp
@@ -190,6 +191,9 @@ def _is_f32_exact(v: float) -> bool:
         return False
 
 
+_NUMBER = re.compile(r"-?(\d+\.?\d*(e[-+]?\d+)?|inf)")
+
+
 def _float_text(v: float) -> str:
     text = repr(float(v))
     return text
@@ -343,7 +347,13 @@ class Lowerer:
             return self.minmax(e)
         if isinstance(e, ir.Clip):
             x, lo, hi = e.args
-            return self.op("clip", x=self.value(x), lo=self.value(lo), hi=self.value(hi)), ATOM
+            lo_c, hi_c = self.value(lo), self.value(hi)
+            literal = [bool(_NUMBER.fullmatch(c)) for c in (lo_c, hi_c)]
+            if self.b.wrap_scalars and literal[0] != literal[1]:
+                # one bound a tensor, the other a Python number: MindSpore's clamp takes neither mix
+                lo_c, hi_c = (self.b.scalar.format(value=c, dtype=self.dtype()) if lit else c
+                              for c, lit in zip((lo_c, hi_c), literal))
+            return self.op("clip", x=self.value(x), lo=lo_c, hi=hi_c), ATOM
         if isinstance(e, sp.Piecewise):
             return self.piecewise(e)
         if isinstance(e, ir.Where):
@@ -546,6 +556,11 @@ class Lowerer:
         return not (e.free_symbols & tensors) and not e.has(ir.Item)
 
     def where(self, c, a, b, y_code: str | None = None) -> str:
+        if self.is_flag(c) and y_code is None:  # a Python bool: no tensor op takes it as a condition
+            branched = self.flag_branch(c, a, b)
+            if branched is not None:
+                return branched
+            return f"({self.wrap(a, TERNARY + 1)} if {self.value(c)} else {self.wrap(b, TERNARY + 1)})"
         yb = y_code if y_code is not None else self.value(b)
         b_s = y_code is None and self.scalar_like(b)
         return self.where_codes(self.value(c), self.value(a), yb, self.scalar_like(a), b_s)

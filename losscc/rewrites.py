@@ -252,6 +252,11 @@ def rebuild(e, args):
         return sp.Piecewise(*args, evaluate=False)
     if isinstance(e, sp.functions.elementary.piecewise.ExprCondPair):
         return sp.functions.elementary.piecewise.ExprCondPair(*args)
+    if isinstance(e, (sp.Max, sp.Min)):
+        try:
+            return e.func(*args)
+        except ValueError:  # SymPy cannot tell an argument is real (a guarded branch): keep them all
+            return e.func(*args, evaluate=False)
     out = e.func(*args)
     return ir.real_parts(out) if isinstance(e, sp.Abs) else out
 
