@@ -5,10 +5,10 @@ BIN := $(VENV)/bin
 
 .PHONY: setup generate check verify test clean
 
-$(BIN)/losscc: pyproject.toml
+$(BIN)/losscc: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[frameworks,test]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[frameworks,test]'
 	touch $@
 
 setup: $(BIN)/losscc
