@@ -121,17 +121,7 @@ def _loss_shape(spec: Spec, inputs: dict) -> tuple[int, ...] | None:
         _LOSS_AXES.clear()  # one spec at a time is enough
         _LOSS_AXES[key] = prog.typeof(prog.loss).axes
     axes = _LOSS_AXES[key]
-    sizes: dict = {}
-    for inp in spec.inputs:
-        v = inputs.get(inp.name)
-        if v is None or inp.broadcast:
-            continue
-        nvar = v.ndim - sum(1 for a in inp.shape if not a.startswith("*"))
-        k = 0
-        for a in inp.shape:
-            n = nvar if a.startswith("*") else 1
-            sizes.setdefault(a.lstrip("*"), tuple(v.shape[k:k + n]))
-            k += n
+    sizes = axis_sizes(spec, inputs)
     if not all(a in sizes for a in axes):
         return None
     return tuple(n for a in axes for n in sizes[a])
@@ -345,7 +335,9 @@ def _count(v) -> int:
     return 1
 
 
-def _declared_shape(spec: Spec, name: str, inputs: dict) -> tuple[int, ...]:
+def axis_sizes(spec: Spec, inputs: dict) -> dict[str, tuple[int, ...]]:
+    """Each axis's sizes (a tuple: a variadic group has several) as the given, non-broadcast
+    inputs show them; the first input to show an axis decides."""
     sizes: dict[str, tuple[int, ...]] = {}
     for inp in spec.inputs:
         v = inputs.get(inp.name)
@@ -357,6 +349,11 @@ def _declared_shape(spec: Spec, name: str, inputs: dict) -> tuple[int, ...]:
             n = nvar if a.startswith("*") else 1
             sizes.setdefault(a.lstrip("*"), tuple(v.shape[k:k + n]))
             k += n
+    return sizes
+
+
+def _declared_shape(spec: Spec, name: str, inputs: dict) -> tuple[int, ...]:
+    sizes = axis_sizes(spec, inputs)
     return tuple(n for a in spec.input(name).shape for n in sizes[a.lstrip("*")])
 
 

@@ -67,7 +67,7 @@ def test_eps_field_is_validated():
     base = "name: x\nsummary: s\ninputs:\n  p: {dtype: float, shape: [N], domain: '[0, 1]'}\nformula: loss = log(p)\n"
     from losscc.errors import SpecError
 
-    for bad, msg in (("eps: 0", "must be positive"), ("eps: 0.5", "is not small"), ("eps: yes", "expected a number"),
+    for bad, msg in (("eps: 0", "must be positive"), ("eps: 0.5", "is not small"), ("eps: yes", "is a YAML 1.1 boolean"),
                      ("upcast: 3", "expected true or false")):
         with pytest.raises(SpecError) as exc:
             spec_from_text(base + f"guards: {{{bad}}}\n", "x.yaml")
