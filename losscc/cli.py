@@ -229,8 +229,13 @@ def _tree_command(args) -> int:
     for rel, what in st.unexpected:
         print(f"unexpected: {shown(rel)} ({what}; generate never writes it)")
     sys.stdout.write(patch)
-    print("losscc: run `losscc generate` to update" + (" and remove the unexpected entries" if st.unexpected else ""),
-          file=sys.stderr)
+    stale = st.stale or st.missing or st.extra or st.foreign
+    hints = (["run `losscc generate` to update"] if stale else []) + (
+        ["remove the unexpected entries by hand (generate leaves them alone)"] if st.unexpected else [])
+    print("losscc: " + "; ".join(hints), file=sys.stderr)
+    if any("bytecode" in what for _, what in st.unexpected):
+        print("losscc: to keep Python's caches out of the tree, set PYTHONPYCACHEPREFIX (or "
+              "PYTHONDONTWRITEBYTECODE=1) where the generated modules are imported", file=sys.stderr)
     return 1
 
 
