@@ -363,7 +363,7 @@ class Evaluator:
         f = {sp.StrictLessThan: lambda x, y: x < y, sp.LessThan: lambda x, y: x <= y,
              sp.StrictGreaterThan: lambda x, y: x > y, sp.GreaterThan: lambda x, y: x >= y,
              sp.Equality: lambda x, y: x == y, sp.Unequality: lambda x, y: x != y}[type(e)]
-        return np.frompyfunc(f, 2, 1)(a, b).astype(bool) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else bool(f(a, b))
+        return np.asarray(np.frompyfunc(f, 2, 1)(a, b)).astype(bool) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else bool(f(a, b))
 
     def _tensor(self, e, ev, env, memo):
         L = self.layout
