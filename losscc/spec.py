@@ -190,6 +190,24 @@ def framework_names() -> frozenset[str]:
     return frozenset().union(*(import_names(b) for b in all_backends()))
 
 
+@functools.lru_cache(maxsize=None)
+def class_attributes() -> frozenset[str]:
+    """Attribute names of any backend's class base (``nn.Layer.half``, ``LossBase.reduce``).
+    A learnable is a framework parameter stored on the class under its own name, which the
+    framework keeps outside the instance dict, so a method of that name would win; a
+    hyperparameter is a plain instance attribute and is not affected."""
+    from .backends import all_backends
+
+    return frozenset().union(*(b.attributes for b in all_backends()))
+
+
+def check_attribute(name: str) -> str | None:
+    """The reason a learnable cannot be called `name`, beyond check_identifier."""
+    if name in class_attributes():
+        return "is an attribute of the generated class's framework base (nn.Layer / nn.LossBase)"
+    return None
+
+
 def check_identifier(name: Any) -> str | None:
     """The reason `name` can't be used in generated code, or None when it can."""
     if not isinstance(name, str):
@@ -279,6 +297,8 @@ class _Reader:
 
     def name(self, node: _Node, where: str, key: str, at_key: bool = True) -> bool:
         reason = check_identifier(key)
+        if not reason and where == "learnable":
+            reason = check_attribute(key)
         if reason:
             line, col = (node.key_line, node.key_col) if at_key else (node.line, node.col)
             self.out.error(line, col, "E120", f"{where}: name '{_clip(key)}' {reason}")

@@ -149,3 +149,37 @@ def test_names_drawn_from_generated_code_and_each_other(names, tmp_path_factory)
         assert bad_names(names), str(exc)
         return
     _run(_spec_text(**names), tmp_path_factory.mktemp("drawn"), "drawn")
+
+
+@pytest.mark.parametrize("name", ["half", "train", "parameters", "reduce", "cast"])
+def test_learnable_named_like_a_base_attribute_is_refused(name):
+    """A learnable is a framework parameter on the class (kept outside the instance dict), so a
+    method of the base of that name would be found instead: Paddle's Layer.half, LossBase.reduce."""
+    text = _spec_text(**{**BASE, "lr": name})
+    with pytest.raises(SpecError) as exc:
+        spec_of(text, "bad")
+    assert "[E120]" in str(exc.value) and f"learnable: name '{name}'" in str(exc.value)
+
+
+def test_param_named_like_a_base_attribute_still_works(tmp_path):
+    """A hyperparameter is a plain instance attribute (torch's `full=` of gaussian_nll)."""
+    _run(_spec_text(**{**BASE, "p": "full"}), tmp_path, "full")
+
+
+def test_base_attribute_lists_cover_the_frameworks():
+    """The static lists in the backend tables hold every public attribute of the real bases."""
+    import re
+
+    import mindspore  # noqa: F401  (before paddle)
+    import paddle
+
+    from losscc.backends import get
+
+    class Loss(mindspore.nn.LossBase):
+        def __init__(self):
+            super().__init__("mean")
+
+    public = re.compile(r"[a-z][a-z0-9_]*\Z")
+    for backend, obj in (("mindspore", Loss()), ("paddle", paddle.nn.Layer())):
+        names = {n for n in dir(obj) if public.match(n)}
+        assert names <= get(backend).attributes, sorted(names - get(backend).attributes)

@@ -28,6 +28,9 @@ class Backend:
     scalar: str = "{value}"          # how a wrapped scalar is written
     where_scalars: bool = True       # where(c, x, 1.0) accepts a Python number (else full_like)
     template: str = "module.py.j2"
+    # attribute names of the generated class's framework base (nn.Layer, nn.LossBase): a
+    # parameter or learnable stored under one of them would hide a method or break the base
+    attributes: frozenset[str] = frozenset()
 
     def op(self, key: str, **operands) -> str:
         try:

@@ -2,7 +2,33 @@
 
 from . import Backend, _freeze
 
+# public attribute names of a mindspore.nn.LossBase instance (tests/test_names.py checks the list)
+_ATTRIBUTES = frozenset("""
+    add_flags add_flags_recursive apply arguments_key average bprop_debug buffers cast
+    cast_inputs cell_init_args cell_type cells cells_and_names check_names
+    check_names_and_refresh_name cls_name compile compile_and_run compile_cache
+    compile_phase compiled construct create_time enable_backward_hook exist_names exist_objs
+    extend_repr generate_scope get_axis get_buffer get_extra_state get_flags
+    get_func_graph_proto get_inputs get_loss get_mixed_precision_type get_parameters
+    get_scope get_sub_cell global_cells grad_ops_label has_bprop init_parameters_data
+    insert_child_to_cell insert_param_to_cell is_top_cell jit_config_dict load_state_dict
+    mixed_precision_type mul name_cells named_buffers offload
+    parallel_parameter_merge_net_dict parallel_parameter_name_list param_prefix
+    parameter_layout_dict parameters_and_names parameters_broadcast_dict parameters_dict
+    phase phase_cache pipeline_segment pipeline_stage recompute reduce reduce_mean
+    reduce_sum register_backward_hook register_backward_pre_hook register_buffer
+    register_forward_hook register_forward_pre_hook register_load_state_dict_post_hook
+    register_load_state_dict_pre_hook register_parameter_forward_hook
+    register_saved_tensors_hooks register_state_dict_post_hook register_state_dict_pre_hook
+    remove_redundant_parameters requires_grad run_construct set_boost set_broadcast_flag
+    set_comm_fusion set_data_parallel set_extra_state set_grad set_inputs set_jit_config
+    set_mixed_precision_type set_train shard state_dict to to_empty to_float
+    total_instance_count trainable_params training untrainable_params update_cell_prefix
+    update_cell_type update_parameters_name
+""".split())
+
 BACKEND = Backend(
+    attributes=_ATTRIBUTES,
     name="mindspore",
     imports=("import mindspore as ms", "from mindspore import nn, ops"),
     wrap_scalars=True,  # MindSpore rounds Python floats to float32, even in float64 arithmetic

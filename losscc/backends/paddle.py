@@ -24,7 +24,21 @@ _SHAPE = '''def _shape(x):
             shape[k] = paddle.shape(x)[k]
     return tuple(shape)'''
 
+# public attribute names of a paddle.nn.Layer instance (tests/test_names.py checks the list)
+_ATTRIBUTES = frozenset("""
+    add_module add_parameter add_sublayer apply astype backward bfloat16 buffers children
+    clear_gradients cpu create_parameter create_tensor create_variable cuda double eval
+    extra_repr float float16 forward full full_name get_buffer get_extra_state get_parameter
+    get_sublayer get_submodule half load_dict load_state_dict modules named_buffers
+    named_children named_modules named_parameters named_sublayers parameters register_buffer
+    register_forward_hook register_forward_post_hook register_forward_pre_hook
+    register_module register_parameter register_state_dict_hook requires_grad_ set_dict
+    set_state_dict set_sublayer set_submodule sharded_state_dict state_dict sublayers to
+    to_static_state_dict train training type xpu zero_grad
+""".split())
+
 BACKEND = Backend(
+    attributes=_ATTRIBUTES,
     name="paddle",
     imports=("import paddle", "import paddle.nn.functional as F", "from paddle import nn"),
     where_scalars=False,  # paddle.where rejects int scalars and warns on float ones
