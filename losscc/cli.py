@@ -200,7 +200,7 @@ def _tree_command(args) -> int:
         elif not args.quiet:
             for w in warnings:
                 print(w.format(), file=sys.stderr)
-            print(f"losscc: {len(b.specs)} specs, {len(b.files)} files, {len(changed)} changed in {b.out_rel}")
+            print(f"losscc: {len(b.specs)} specs, {len(b.files)} files, {len(changed)} changed in {printable(b.out_rel, False)}")
         return 0
     st = emit.compare(b.files, b.out, b.backends, b.full)
     code = 0 if st.clean else 1
@@ -220,7 +220,7 @@ def _tree_command(args) -> int:
             print(w.format(), file=sys.stderr)
     if st.clean:
         if not args.quiet:
-            print(f"losscc: {b.out_rel} is up to date ({len(b.files)} files)")
+            print(f"losscc: {printable(b.out_rel, False)} is up to date ({len(b.files)} files)")
         return 0
     for label, items in (("stale", st.stale), ("missing", st.missing), ("extra", st.extra),
                          ("not written by losscc", st.foreign)):

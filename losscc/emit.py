@@ -313,7 +313,7 @@ class Build:
     files: dict[str, str]
     specs: list[Spec]
     backends: tuple[Backend, ...]
-    full: bool          # the whole tree is in scope (no spec paths, no --backend)
+    full: bool          # the whole tree is in scope (every configured spec and backend)
     out: Path           # the output folder, resolved
     out_rel: str        # the output folder relative to the project root
 
@@ -327,7 +327,10 @@ def build(project: Project, spec_args: list[str], output: str | None = None, eps
     problems = [] if problems is None else problems
     specs = load_all(project_specs(project, spec_args), problems, project.eps if eps is None else eps, root=root)
     chosen = tuple(get_backend(b) for b in (backends or project.backends))
-    full = not spec_args and not backends
+    # the whole tree is in scope when the run covers every spec of the configured folder and
+    # every configured backend, however they were named (`check specs`, `--backend` each)
+    covered = {s.name for s in specs} >= set(package_names(project, []))
+    full = (not spec_args or covered) and {b.name for b in chosen} >= set(project.backends)
     files = render_tree(specs, chosen, problems=problems, package=None if full else package_names(project, specs))
     return Build(files, specs, chosen, full, out, project_relative(root, out) if inside(root, out) else out.as_posix())
 

@@ -23,7 +23,7 @@ __all__ = [
     "sigmoid", "softplus", "log1p", "expm1", "Clip", "Where", "TensorOp", "ReduceSum", "ReduceMean",
     "ReduceMax", "LogSumExp", "Softmax", "LogSoftmax", "Gather", "OneHot", "StopGradient",
     "Size", "Item", "AXIS_REMOVING", "AXIS_KEEPING", "Round", "Floor", "Ceil", "Sign", "ArgMax", "ArgMin",
-    "PIECEWISE_CONSTANT", "ARG_EXTREMA", "real_abs", "real_parts",
+    "PIECEWISE_CONSTANT", "ARG_EXTREMA", "real_abs", "real_parts", "tree_size", "EVALUATE_NODES",
 ]
 
 
@@ -36,8 +36,30 @@ def real_parts(e: sp.Expr) -> sp.Expr:
     return e.replace(lambda n: isinstance(n, sp.im), lambda n: sp.S.Zero)
 
 
+# Above this many tree nodes in its arguments, |x|, max and min are built without SymPy's
+# evaluation: it runs signsimp and factor_terms over the whole argument, whose cost grows
+# with the tree (shared subtrees counted each time), exponentially in chained bindings.
+EVALUATE_NODES = 200
+
+
+def tree_size(*exprs: sp.Expr) -> int:
+    """Nodes of the expressions as trees (shared subtrees counted each time), in linear time."""
+    memo: dict = {}
+
+    def size(e):
+        got = memo.get(e)
+        if got is None:
+            got = 1 + sum(size(a) for a in e.args)
+            memo[e] = got
+        return got
+
+    return sum(size(e) for e in exprs)
+
+
 def real_abs(x: sp.Expr) -> sp.Expr:
     """|x| of a real x (abs of a positive expression is the expression)."""
+    if tree_size(x) > EVALUATE_NODES:
+        return sp.Abs(x, evaluate=False)
     return real_parts(sp.Abs(x))
 
 

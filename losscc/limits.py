@@ -11,6 +11,7 @@ MAX_DEPTH = 40             # nesting depth of a formula expression
 MAX_NODES = 2000           # expression nodes in one formula, as written
 MAX_TREE = 20000           # nodes of the loss after inlining its bindings
 MAX_EXPONENT = 64          # |integer exponent| in x**k
+MAX_CALL_ARGS = 32         # arguments of one call (max, min, Piecewise pairs): Python nests at most ~200 brackets
 MAX_RANK = 8               # axes per input
 MAX_INPUTS = 32
 MAX_PARAMS = 32

@@ -28,7 +28,10 @@ from .render import HEADER_MARK, VERSION_PREFIX
 
 MAX_FILE_BYTES = 4 * 1024 * 1024   # one committed file
 MAX_ENTRIES = 10000                # entries of one output directory
-VERSION_LINE = re.compile(re.escape(VERSION_PREFIX.encode()) + rb"[ -~]*")  # printable ASCII only
+# the version line's exact shape (render.version_line): versions only, no ':' or '=' (so it can
+# never read as a `coding:` declaration) and nothing else printable ASCII would allow
+_V = rb"[0-9A-Za-z.+!_-]{1,40}"
+VERSION_LINE = re.compile(re.escape(VERSION_PREFIX.encode()) + _V + rb" \(sympy " + _V + rb", jinja2 " + _V + rb"\)")
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 

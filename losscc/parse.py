@@ -203,16 +203,7 @@ def build_program(spec: Spec) -> Program:
 
 def _tree_size(expr: sp.Expr) -> int:
     """Nodes of the expression as a tree (shared subtrees counted each time), in linear time."""
-    memo: dict = {}
-
-    def size(e):
-        got = memo.get(e)
-        if got is None:
-            got = 1 + sum(size(a) for a in e.args)
-            memo[e] = got
-        return got
-
-    return size(expr)
+    return ir.tree_size(expr)
 
 
 def type_of(expr: sp.Expr, prog: Program) -> TType:
@@ -610,6 +601,9 @@ class _Converter:
             return self._t(REDUCE[fname](x, axs), TType("float", rest, grad=t.grad))
         if kws and fname != "one_hot":
             raise _Fail(node, "E209", f"{fname}: takes no axis")
+        if len(args) > limits.MAX_CALL_ARGS:  # each becomes a nested call in the generated code
+            raise _Fail(node, "E104", f"{fname}: {len(args)} arguments exceed the limit 'call_args' "
+                                      f"({limits.MAX_CALL_ARGS})")
         if fname in ("min", "max"):
             if len(args) < 2:
                 raise _Fail(node, "E210", f"{fname} takes 2 or more arguments, or one with axis=")

@@ -48,6 +48,8 @@ def _error(path: Path, line: int, key: str, message: str, code: str = "E190") ->
 
 def _read_toml(path: Path) -> tuple[dict, str]:
     try:
+        if path.is_symlink():  # a link could make losscc read (and quote) a file outside the project
+            raise _error(path, 0, "", "is a symbolic link; losscc reads only a regular pyproject.toml", "E191")
         if path.stat().st_size > MAX_PYPROJECT_BYTES:
             raise _error(path, 0, "", f"larger than {MAX_PYPROJECT_BYTES} bytes", "E191")
         with path.open("rb") as f:
@@ -58,6 +60,8 @@ def _read_toml(path: Path) -> tuple[dict, str]:
         raise _error(path, 0, "", f"cannot read: {exc.strerror}", "E191") from None
     except UnicodeDecodeError:
         raise _error(path, 0, "", "not UTF-8", "E191") from None
+    except RecursionError:
+        raise _error(path, 0, "", "nested too deeply to read", "E191") from None
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"line (\d+)", str(exc))
         raise _error(path, int(m.group(1)) if m else 0, "", f"TOML syntax: {exc}", "E191") from None
@@ -126,7 +130,7 @@ def find_project(cwd: Path | None = None) -> Project:
     fallback = None
     for d in (start, *start.parents):
         py = d / "pyproject.toml"
-        if py.is_file():
+        if py.is_file() or py.is_symlink():
             data, text = _read_toml(py)
             tool = data.get("tool", {})
             if isinstance(tool, dict) and "losscc" in tool:

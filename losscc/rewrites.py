@@ -252,6 +252,8 @@ def rebuild(e, args):
         return sp.Piecewise(*args, evaluate=False)
     if isinstance(e, sp.functions.elementary.piecewise.ExprCondPair):
         return sp.functions.elementary.piecewise.ExprCondPair(*args)
+    if isinstance(e, (sp.Max, sp.Min, sp.Abs)) and ir.tree_size(*args) > ir.EVALUATE_NODES:
+        return e.func(*args, evaluate=False)  # bounded work (ir.EVALUATE_NODES)
     if isinstance(e, (sp.Max, sp.Min)):
         try:
             return e.func(*args)

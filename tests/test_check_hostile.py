@@ -99,7 +99,10 @@ def test_version_line_cannot_hide_code(proj, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("version, ok", [
-    ("99.0.0 (sympy 2.0)", True),
+    ("99.0.0 (sympy 2.0, jinja2 4.0)", True),
+    ("99.0.0 (sympy 2.0)", False),                                    # only the exact shape
+    ("coding=utf-7 +AAo-print(1)", False),                            # a coding declaration
+    ("0.1.0 (sympy 1.14.0, jinja2 3.1.6) vim: set fileencoding=utf-7 :", False),
     ("1.0\r", False),
     ("1.0\x0c", False),
     ("1.0\x85", False),
@@ -423,3 +426,56 @@ def test_an_output_folder_named_outside_is_used_as_given(proj, monkeypatch, caps
     assert rc == 0, err
     assert (outside / "gen" / "paddle" / "l1.py").is_file()
     assert run(monkeypatch, capsys, root, "check", "-o", "../outside/gen", "specs/l1.yaml")[0] == 0
+
+
+
+# found by a review of the merged tree: the package __init__'s version line as a coding
+# declaration, partial-looking runs that cover everything, unescaped folder names
+
+def test_init_version_line_cannot_declare_an_encoding(proj, monkeypatch, capsys):
+    """Python reads a `coding:` declaration on lines 1-2; in UTF-7 `+AAo-` is a newline."""
+    root, _ = proj
+    p = root / "generated" / "paddle" / "__init__.py"
+    lines = p.read_text().split("\n")
+    k = next(i for i, ln in enumerate(lines) if ln.startswith(VERSION_PREFIX))
+    assert k >= 2  # below the lines Python reads a coding declaration from
+    lines[k] = VERSION_PREFIX + 'coding=utf-7 +AAo-print("PWNED")'
+    p.write_text("\n".join(lines))
+    rc, out, _ = run(monkeypatch, capsys, root, "check")
+    assert rc == 1 and "stale: generated/paddle/__init__.py" in out
+
+
+@pytest.mark.parametrize("args", [["specs"], ["--backend", "mindspore", "--backend", "paddle"],
+                                  ["specs/l1.yaml", "specs/mse.yaml"]])
+def test_a_run_that_covers_everything_is_a_full_check(proj, monkeypatch, capsys, args):
+    root, _ = proj
+    (root / "generated" / "__init__.py").write_text('print("PWNED")\n')
+    (root / "generated" / "paddle" / "evil.py").write_text('print("PWNED")\n')
+    rc, out, _ = run(monkeypatch, capsys, root, "check", *args)
+    assert rc == 1 and "generated/__init__.py" in out and "generated/paddle/evil.py" in out, out
+
+
+def test_output_folder_name_is_escaped(proj, monkeypatch, capsys):
+    root, _ = proj
+    name = "gen\x1b[31m\u202e"
+    rc, out, err = run(monkeypatch, capsys, root, "generate", "-o", name)
+    assert rc == 0 and "\x1b" not in out + err and "\u202e" not in out + err
+    rc, out, err = run(monkeypatch, capsys, root, "check", "-o", name)
+    assert rc == 0 and "\x1b" not in out + err and "\\x1b" in out
+
+
+def test_deeply_nested_toml_is_a_config_error(proj, monkeypatch, capsys):
+    root, _ = proj
+    with open(root / "pyproject.toml", "a") as f:
+        f.write("[tool.deep]\na = " + "[" * 50000 + "]" * 50000 + "\n")
+    rc, out, err = run(monkeypatch, capsys, root, "check")
+    assert rc == 2 and "[E191]" in err and "Traceback" not in err
+
+
+def test_symlinked_pyproject_is_not_followed(proj, monkeypatch, capsys):
+    root, outside = proj
+    (outside / "other.toml").write_text("[tool.losscc]\nSECRET_KEY_abc123 = 1\n")
+    (root / "pyproject.toml").unlink()
+    (root / "pyproject.toml").symlink_to(outside / "other.toml")
+    rc, out, err = run(monkeypatch, capsys, root, "check")
+    assert rc == 2 and "[E191]" in err and "symbolic link" in err and "SECRET_KEY" not in out + err

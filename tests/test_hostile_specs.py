@@ -102,6 +102,9 @@ COMPILE_ATTACKS = {
         f"tanh(y + {k})**2 + 1/cosh(y + {k})**2" for k in range(8)) + ", 8 * x)"),
     "tanh_cosh_kink": ("x y", "loss = where(x < 0, " + " + ".join(
         f"tanh(y + {k})**2 + 1/cosh(y + {k})**2" for k in range(3)) + ", 3 + x)"),
+    # SymPy's evaluation of Abs and Max (signsimp, factor_terms) on chained bindings: 4x a line
+    "chained_max_abs": ("x y", "\n".join(["b0 = x - y"] + [
+        f"b{i} = max(b{i - 1}, exp(b{i - 1})) - log1p(abs(b{i - 1}))" for i in range(1, 8)] + ["loss = b7"])),
 }
 
 
@@ -116,7 +119,16 @@ def test_compile_time_is_bounded(tmp_path, name, command):
     if command == "generate":
         assert (proj / "out" / "paddle" / f"{name}.py").is_file()
     else:
-        assert "after rewrites:" in out and ("where(" in out or name == "constant_sum")
+        assert "after rewrites:" in out and ("where(" in out or name in ("constant_sum", "chained_max_abs"))
+
+
+def test_calls_with_too_many_arguments_are_refused(tmp_path):
+    """Each argument of max becomes a nested call; Python reads at most ~200 nested brackets."""
+    formula = "a = abs(x - y)\nloss = max(" + ", ".join(f"a*{k} - {k}" for k in range(1, 300)) + ")"
+    proj = project(tmp_path, {"wide": spec_text("wide", formula, "x y")})
+    rc, out, err = cli(["generate", "specs", "-o", "out"], proj)
+    assert_clean(rc, out, err, 2)
+    assert "max: 299 arguments exceed the limit 'call_args' (32)" in err and "[E104]" in err
 
 
 def test_continuity_lint_decides_identities_without_simplify(tmp_path):
