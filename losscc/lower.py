@@ -480,6 +480,8 @@ class Lowerer:
 
     def _constant_bound(self, e) -> bool:
         """A scalar that no gradient flows into: numbers and hyperparameters."""
+        if e.is_Number:  # also one that a tensor expression folded to (`x - x`), typed with its axes
+            return True
         if self.typeof(e).axes or e.has(ir.Item):
             return False
         params = {self.prog.symbols[p.name] for p in self.prog.spec.params}

@@ -101,3 +101,20 @@ def test_conventions_are_not_vacuous():
     at a tie would be 1/0 under where(a >= b, a, b)."""
     assert EXPECTED["g"][0] != EXPECTED["e"][0]
     assert EXPECTED["a"][0] != EXPECTED["m"][0]
+
+
+def test_max_with_an_argument_that_folds_to_a_number(tmp_path):
+    """`x - x` folds to 0 but keeps its tensor type: it is still a bound (a clip), not a
+    tensor operand (Paddle's maximum takes no Python number)."""
+    from tests.codegen_util import case, check, modules, spec_of
+
+    spec = spec_of("""
+        name: folded_max
+        summary: s.
+        inputs:
+          x: {dtype: float, shape: [N]}
+          y: {dtype: float, shape: [N]}
+        formula: loss = max(x - x, exp(tanh(y)) - 1.5, -0.78)
+    """)
+    mods = modules(spec, tmp_path)
+    check(spec, mods, [case(spec, {"N": (5,)}, seed=3)], modes=("eager", "graph"))
