@@ -26,66 +26,43 @@ POINTS = ((0.7311, 1.2913, 0.4172, 1.6180, 0.9377, 1.4142, 0.5772, 1.1892),
           (1.3697, 0.6389, 1.7725, 0.8814, 1.2599, 0.4913, 1.5396, 0.7071))
 
 
-def degree(e: sp.Expr, var: sp.Symbol, cap: int = 64) -> int | None:
-    """Degree of e as a polynomial in var, or None (not a polynomial, or above cap)."""
+def _degree(e: sp.Expr, constant, leaf, cap: int, negative_powers: bool) -> int | None:
+    """Polynomial degree from the tree's structure, never expanding: constants 0, `leaf` for
+    the other atoms and functions, max over a sum, sum over a product, k times for an integer
+    power (negative ones too if `negative_powers`); None where undefined or above cap."""
     seen: dict = {}
 
     def deg(x) -> int | None:
         if x in seen:
             return seen[x]
-        if not x.has(var):
+        if constant(x):
             d = 0
-        elif x == var:
-            d = 1
-        elif isinstance(x, sp.Add):
+        elif isinstance(x, (sp.Add, sp.Mul)):
             parts = [deg(a) for a in x.args]
-            d = None if None in parts else max(parts)
-        elif isinstance(x, sp.Mul):
-            parts = [deg(a) for a in x.args]
-            d = None if None in parts else sum(parts)
-        elif isinstance(x, sp.Pow) and x.exp.is_Integer and x.exp >= 0:
-            b = deg(x.base)
-            d = None if b is None else b * int(x.exp)
+            d = None if None in parts else (max(parts) if isinstance(x, sp.Add) else sum(parts))
+        elif isinstance(x, sp.Pow):
+            ok = x.exp.is_Integer and (negative_powers or x.exp >= 0)
+            b = deg(x.base) if ok else None
+            d = None if b is None else b * abs(int(x.exp))
         else:
-            d = None
+            d = leaf(x)
         if d is not None and d > cap:
             d = None
         seen[x] = d
         return d
 
     return deg(e)
+
+
+def degree(e: sp.Expr, var: sp.Symbol, cap: int = 64) -> int | None:
+    """Degree of e as a polynomial in var, or None (not a polynomial, or above cap)."""
+    return _degree(e, lambda x: not x.has(var), lambda x: 1 if x == var else None, cap, False)
 
 
 def total_degree(e: sp.Expr, cap: int = MAX_EXPAND_DEGREE) -> int | None:
     """Total degree of e in all its free symbols (other subtrees count as atoms of degree
     1), or None above cap or for non-integer powers of symbolic bases."""
-    seen: dict = {}
-
-    def deg(x) -> int | None:
-        if x in seen:
-            return seen[x]
-        if not x.free_symbols:
-            d = 0
-        elif isinstance(x, sp.Add):
-            parts = [deg(a) for a in x.args]
-            d = None if None in parts else max(parts)
-        elif isinstance(x, sp.Mul):
-            parts = [deg(a) for a in x.args]
-            d = None if None in parts else sum(parts)
-        elif isinstance(x, sp.Pow):
-            b = deg(x.base)
-            if b is None or not x.exp.is_Integer:
-                d = None
-            else:
-                d = b * abs(int(x.exp))
-        else:
-            d = 1
-        if d is not None and d > cap:
-            d = None
-        seen[x] = d
-        return d
-
-    return deg(e)
+    return _degree(e, lambda x: not x.free_symbols, lambda x: 1, cap, True)
 
 
 def has_symbolic_denominator(e: sp.Expr) -> bool:
