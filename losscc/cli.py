@@ -16,9 +16,9 @@ import os
 import sys
 
 from . import __version__
+from .backends import names as backend_names
 from .errors import Diagnostic, SpecError, printable
 
-BACKEND_CHOICES = ["mindspore", "paddle"]
 
 
 def _eps(text: str) -> float:
@@ -49,7 +49,7 @@ def _tree_options(cmd) -> None:
                      help="spec files or folders (default: [tool.losscc] specs, else specs/)")
     cmd.add_argument("-o", "--output", default=None,
                      help="output folder (default: [tool.losscc] output, else generated/)")
-    cmd.add_argument("--backend", action="append", choices=BACKEND_CHOICES,
+    cmd.add_argument("--backend", action="append", choices=backend_names(),
                      help="only this backend (repeatable; default: [tool.losscc] backends, else all)")
     _eps_option(cmd)
     _common_options(cmd)
@@ -74,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="spec files or folders (default: [tool.losscc] specs, else specs/)")
     v.add_argument("--cases", action="append", default=[], metavar="FILE.json",
                    help="extra conformance case file (for a single spec)")
-    v.add_argument("--backend", action="append", choices=BACKEND_CHOICES)
+    v.add_argument("--backend", action="append", choices=backend_names())
     v.add_argument("--dtype", action="append", choices=["float64", "float32"])
     v.add_argument("--mode", action="append", choices=["eager", "graph"])
     v.add_argument("--random", type=int, default=3, help="random cases per spec")

@@ -12,8 +12,9 @@ import os
 import sys
 from pathlib import Path
 
+from .backends import names as backend_names
+
 COMMANDS = ("new", "schema", "verify")
-FRAMEWORKS = ("mindspore", "paddle")
 
 
 def add_parsers(sub) -> None:
@@ -39,7 +40,7 @@ def run(args) -> int | None:
         path = new_spec(args.name, specs_dir(args.specs_dir), args.from_name)
         print(f"losscc: wrote {os.path.relpath(path)}; next: `losscc generate`")
         return 0
-    missing = missing_frameworks(args.backend or FRAMEWORKS)
+    missing = missing_frameworks(args.backend or backend_names())
     if missing:
         print(f"losscc: error: verify runs the generated code, and {', '.join(missing)} cannot be imported; "
               "install the frameworks with: pip install 'losscc[frameworks]' [E199]", file=sys.stderr)

@@ -12,9 +12,10 @@ from __future__ import annotations
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from .backends import names as backend_names
 from .errors import Diagnostic, Location, SpecError, did_you_mean
 
 if sys.version_info >= (3, 11):
@@ -22,7 +23,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-BACKEND_NAMES = ("mindspore", "paddle")
 KEYS = ("specs", "output", "eps", "backends")
 MAX_PYPROJECT_BYTES = 1024 * 1024
 
@@ -34,7 +34,7 @@ class Project:
     specs: str = "specs"             # relative to the root
     output: str = "generated"        # relative to the root
     eps: float | None = None
-    backends: tuple[str, ...] = BACKEND_NAMES
+    backends: tuple[str, ...] = field(default_factory=backend_names)
 
     def rel(self, path: Path) -> str:
         """`path` (inside the project) relative to the root, in POSIX form."""
@@ -114,13 +114,13 @@ def parse_config(root: Path, pyproject: Path, table, text: str) -> Project:
         v = table["backends"]
         line = _key_line(text, "backends")
         if not isinstance(v, list) or not v or not all(isinstance(b, str) for b in v):
-            raise _error(pyproject, line, "backends", f"expected a non-empty list of {', '.join(BACKEND_NAMES)}")
+            raise _error(pyproject, line, "backends", f"expected a non-empty list of {', '.join(backend_names())}")
         for b in v:
-            if b not in BACKEND_NAMES:
-                raise _error(pyproject, line, "backends", f"unknown backend {b!r} (known: {', '.join(BACKEND_NAMES)})")
+            if b not in backend_names():
+                raise _error(pyproject, line, "backends", f"unknown backend {b!r} (known: {', '.join(backend_names())})")
         if len(set(v)) != len(v):
             raise _error(pyproject, line, "backends", "a backend is listed twice")
-        kw["backends"] = tuple(b for b in BACKEND_NAMES if b in v)
+        kw["backends"] = tuple(b for b in backend_names() if b in v)
     return Project(root=root, pyproject=pyproject, **kw)
 
 

@@ -50,6 +50,11 @@ def all_backends() -> tuple[Backend, ...]:
     return (mindspore.BACKEND, paddle.BACKEND)
 
 
+def names() -> tuple[str, ...]:
+    """The backends' names, in order (also the names of the frameworks they import)."""
+    return tuple(b.name for b in all_backends())
+
+
 def get(name: str) -> Backend:
     for b in all_backends():
         if b.name == name:
