@@ -24,6 +24,7 @@ from losscc import cli, emit
 from losscc.errors import SpecError
 from losscc.project import find_project
 from losscc.render import HEADER_MARK, VERSION_PREFIX
+from tests.cli_util import run
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ("l1", "mse")
@@ -60,14 +61,6 @@ def proj(tmp_path, clean_tree):
     root, outside = _project(tmp_path)
     shutil.copytree(clean_tree / "generated", root / "generated", symlinks=True)
     return root, outside
-
-
-def run(monkeypatch, capsys, cwd: Path, *args) -> tuple[int, str, str]:
-    monkeypatch.chdir(cwd)
-    capsys.readouterr()
-    rc = cli.main(list(args))
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def snapshot(d: Path) -> dict:
@@ -323,7 +316,8 @@ def _mutate(out: Path, outside: Path, kind: str, where: str, name: str, n: int) 
     if not d.is_dir() or d.is_symlink():
         return False
     p = d / name
-    modules = sorted(q for q in d.glob("*.py") if q.is_file() and not q.is_symlink()) if where else []
+    modules = sorted(q for q in d.glob("*.py") if q.is_file() and not q.is_symlink()
+                     and VERSION_PREFIX.encode() in q.read_bytes()) if where else []  # generated ones
     if kind in ("insert", "truncate", "version_ctrl"):
         if not modules:
             return False

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from losscc import cli, emit
+from losscc import emit
 from losscc.errors import SpecError
 from losscc.project import Project, find_project, resolve_reference
+from tests.cli_util import run
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ("huber", "l1", "mse")
@@ -28,14 +29,6 @@ def proj(tmp_path):
     (root / "pyproject.toml").write_text(CONFIG)
     (root / "sub" / "deeper").mkdir(parents=True)
     return root
-
-
-def run(monkeypatch, capsys, cwd: Path, *args) -> tuple[int, str, str]:
-    monkeypatch.chdir(cwd)
-    capsys.readouterr()
-    rc = cli.main(list(args))
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def out_files(root: Path) -> dict[str, bytes]:
