@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import hashlib
-import json
 import os
 import re
 import stat
@@ -300,10 +298,6 @@ def write_tree(files: dict[str, str], out: Path, backends=None, full: bool = Tru
         return outtree.write(files, out, names, full)
     except outtree.TreeError as exc:
         raise _tree_error(exc, out) from None
-
-
-def manifest(files: dict[str, str]) -> str:
-    return json.dumps({k: hashlib.sha256(v.encode()).hexdigest() for k, v in sorted(files.items())}, indent=1)
 
 
 @dataclass(frozen=True)

@@ -875,9 +875,4 @@ def _describe(node) -> str:
     }.get(type(node).__name__, type(node).__name__)
 
 
-def compile_error_free(spec: Spec) -> Program:
-    """build_program, for callers that already hold a validated spec."""
-    return build_program(spec)
-
-
 __all__ = ["TType", "Program", "build_program", "type_of", "SpecError"]
