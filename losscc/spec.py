@@ -36,8 +36,8 @@ from .yamlread import clip as _clip  # noqa: F401  (parse.py's import)
 
 __all__ = [
     "AXIS", "BUILTIN_REDUCTIONS", "CASE_FIELDS", "FUNCTION_NAMES", "GUARD_FIELDS", "IDENT", "INPUT_FIELDS",
-    "LEARNABLE_FIELDS", "PARAM_FIELDS", "REAL", "REDUCTION_FIELDS", "REFERENCE_FIELDS", "RESERVED", "TOP_FIELDS",
-    "Binding", "Case", "Domain", "Input", "Learnable", "Param", "Reference", "ReductionDef", "Spec",
+    "LEARNABLE_FIELDS", "PARAM_FIELDS", "REAL", "REDUCTION_FIELDS", "REFERENCE_FIELDS", "REQUIRED_FIELDS",
+    "RESERVED", "TOP_FIELDS", "Binding", "Case", "Domain", "Input", "Learnable", "Param", "Reference", "ReductionDef", "Spec",
     "check_attribute", "check_identifier", "class_attributes", "framework_names", "load_spec", "parse_domain",
     "spec_from_text",
 ]
