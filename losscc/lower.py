@@ -126,14 +126,7 @@ def plain_shape(axes: tuple[str, ...], prog: Program, need) -> str:
 
 def import_names(backend: Backend) -> frozenset[str]:
     """The names a backend's import lines bind in a generated module."""
-    import ast
-
-    out: set[str] = set()
-    for line in backend.imports:
-        for node in ast.walk(ast.parse(line)):
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                out |= {a.asname or a.name.split(".")[0] for a in node.names}
-    return frozenset(out)
+    return backend.bound_names
 
 
 def python_names() -> frozenset[str]:
@@ -350,7 +343,7 @@ class Lowerer:
             lo_c, hi_c = self.value(lo), self.value(hi)
             literal = [bool(_NUMBER.fullmatch(c)) for c in (lo_c, hi_c)]
             if self.b.wrap_scalars and literal[0] != literal[1]:
-                # one bound a tensor, the other a Python number: MindSpore's clamp takes neither mix
+                # one bound a tensor, the other a Python number: a wrapping backend's clip may take neither mix
                 lo_c, hi_c = (self.b.scalar.format(value=c, dtype=self.dtype()) if lit else c
                               for c, lit in zip((lo_c, hi_c), literal))
             return self.op("clip", x=self.value(x), lo=lo_c, hi=hi_c), ATOM
@@ -593,7 +586,7 @@ class Lowerer:
         if not self.typeof(lhs).axes and self.typeof(rhs).axes:
             lhs, rhs, sym = rhs, lhs, flip[sym]
         lcode, rcode = self.wrap(lhs, CMP + 1), self.wrap(rhs, CMP + 1)
-        # argmax/argmin give int64; Paddle refuses to compare int64 with an int32 label
+        # argmax/argmin give int64; a framework may refuse to compare int64 with an int32 label
         if isinstance(lhs, ir.ARG_EXTREMA) and isinstance(rhs, sp.Symbol) and self.typeof(rhs).axes:
             lcode = self.op("cast", x=lcode, dtype=f"{rcode}.dtype")
         elif isinstance(rhs, ir.ARG_EXTREMA) and isinstance(lhs, sp.Symbol) and self.typeof(lhs).axes:
