@@ -9,7 +9,9 @@ framework:
   they bind (:attr:`Backend.bound_names`) are reserved: no input, parameter or local of
   the generated code may take one.
 * ``ops``: how it spells each operator of :mod:`losscc.backends.operators` (format
-  strings over named operands), plus ``helpers``, the functions some spellings call.
+  strings over the operator's operands) where the base table there does not serve,
+  plus ``helpers``, the functions some spellings call.  The table is checked against
+  the operator interface when the module is imported.
 * a few flags for differences that are not spelling (``wrap_scalars``, ``where_scalars``).
 * ``template``: its module template, ``templates/<name>/module.py.j2``, a small child
   of ``templates/_module.py.j2`` that fills the blocks (the class above all).
@@ -41,6 +43,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from types import MappingProxyType
+
+from .operators import table
 
 # modules of this package that are not backends
 SUPPORT_MODULES = frozenset({"operators"})
@@ -75,6 +79,10 @@ class Backend:
     quiet_env: Mapping[str, str] = field(default_factory=dict)
     # frameworks are imported in ascending load_order (then by name) into one process
     load_order: int = 0
+
+    def __post_init__(self):
+        # the spellings over the base table, checked against the operator interface
+        object.__setattr__(self, "ops", table(self.name, self.ops, self.helpers))
 
     def op(self, key: str, **operands) -> str:
         try:

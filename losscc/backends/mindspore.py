@@ -152,13 +152,10 @@ BACKEND = Backend(
         "full_like": "ops.full_like({x}, {value})",
         "full": "ops.full({shape}, {value}, dtype={dtype})",
         "arange": "ops.arange({n})",
-        "size_value": "{n}",
-        "sum_all": "{x}.sum()",
         # Tensor.mean's backward is a full-size Tile and Div (1.5x sum in PyNative), and in
         # float64 it divides by a float32 count; a Python int divides exactly
         "mean_all": "{x}.sum() / {x}.size",
         "shape": "{x}.shape",  # under ms.jit with dynamic shapes an unknown size is a run-time scalar
-        "dtype_of": "{x}.dtype",
         "half_dtypes": "(ms.float16, ms.bfloat16)",
         "float32": "ms.float32",
     }),

@@ -171,11 +171,8 @@ BACKEND = Backend(
         "arange": "paddle.arange({n})",
         # under to_static a shape entry is an int64 tensor, which divides in float32
         "size_value": "paddle.full([], {n}, dtype={dtype})",
-        "sum_all": "{x}.sum()",
-        "mean_all": "{x}.mean()",
         # in a static-graph program an axis unknown until run time reads -1 in x.shape: _shape reads it
         "shape": "_shape({x})",
-        "dtype_of": "{x}.dtype",
         "half_dtypes": "(paddle.float16, paddle.bfloat16)",
         "float32": "'float32'",
     }),
