@@ -44,7 +44,28 @@ class Runner:
         a = np.asarray(a)
         if a.dtype.kind in "iu":
             return self.ms.Tensor(a.astype(np.int64))
-        return self.ms.Tensor(a.astype(dtype))
+        return self.ms.Tensor(a if a.dtype.kind == "b" else a.astype(dtype))
+
+    def gradient(self, fn, arrays, dtype: str, mode: str):
+        """fn(*tensors) and the gradient of its sum with respect to each float array (None
+        for the others), as NumPy arrays; `fn` must be defined in a module file (ms.jit
+        parses its source)."""
+        ms, np = self.ms, self.np
+        arrays = [np.asarray(a) for a in arrays]
+        tensors = [self.tensor(a, dtype) for a in arrays]
+        pos = tuple(k for k, a in enumerate(arrays) if a.dtype.kind == "f")
+
+        def total(*t):
+            return fn(*t).sum()
+
+        value = (ms.jit(fn) if mode == "graph" else fn)(*tensors).asnumpy()
+        grads = [None] * len(arrays)
+        if pos:
+            g = ms.grad(total, grad_position=pos)
+            g = (ms.jit(g) if mode == "graph" else g)(*tensors)
+            for k, gk in zip(pos, g if isinstance(g, tuple) else (g,)):
+                grads[k] = gk.asnumpy()
+        return value, grads
 
     def make(self, mod, spec, params: dict, reduction: str, dtype: str, learnable: dict):
         ms = self.ms

@@ -52,8 +52,25 @@ class Runner:
     def tensor(self, a, dtype, stop_gradient: bool = True):
         np = self.np
         a = np.asarray(a)
-        return self.paddle.to_tensor(a.astype(np.int64) if a.dtype.kind in "iu" else a.astype(dtype),
-                                     stop_gradient=stop_gradient)
+        if a.dtype.kind != "b":
+            a = a.astype(np.int64) if a.dtype.kind in "iu" else a.astype(dtype)
+        return self.paddle.to_tensor(a, stop_gradient=stop_gradient)
+
+    def gradient(self, fn, arrays, dtype: str, mode: str):
+        """fn(*tensors) and the gradient of its sum with respect to each float array (None
+        for the others), as NumPy arrays."""
+        paddle, np = self.paddle, self.np
+        arrays = [np.asarray(a) for a in arrays]
+        tensors = [self.tensor(a, dtype, stop_gradient=a.dtype.kind != "f") for a in arrays]
+        out = (paddle.jit.to_static(fn, full_graph=True) if mode == "graph" else fn)(*tensors)
+        value = out.numpy()
+        grads = [None] * len(arrays)
+        if any(a.dtype.kind == "f" for a in arrays):
+            out.sum().backward()
+            for k, (a, t) in enumerate(zip(arrays, tensors)):
+                if a.dtype.kind == "f":  # a tensor the result does not differentiate through has no .grad
+                    grads[k] = t.grad.numpy() if t.grad is not None else np.zeros(a.shape)
+        return value, grads
 
     def make(self, mod, spec, params, reduction, dtype, learnable):
         paddle = self.paddle
