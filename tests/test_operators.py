@@ -100,3 +100,57 @@ def test_the_tie_check_tells_conventions_apart(tmp_path):
     fn = verify.load_module(tmp_path / "bad_max.py", f"losscc_bad_max_{abs(hash(str(tmp_path)))}").probe
     _, grads = verify.runner(backend).gradient(fn, [np.array(v) for v in tie.tensors.values()], "float64", "eager")
     assert not np.allclose(grads[0], tie.gradient["x"])
+
+
+# ---------------------------------------------------------------- operands safe where they are put
+
+def test_spelling_slots_and_precedence():
+    from losscc.operands import ADD, ATOM, analyse, is_atomic
+
+    s = analyse("{x} - lse({x}, {axis}, keepdim={axis})")
+    assert s.slots["x"].uses == 2 and not s.slots["x"].bare and s.precedence == ADD
+    assert s.slots["axis"].bare
+    assert analyse("{x}.sum()").slots["x"] == analyse("{n}").slots["n"] and not analyse("{n}").slots["n"].bare
+    assert analyse("f({c}, {x}, ({y}, 1))").precedence == ATOM and all(
+        v.bare for v in analyse("f({c}, {x}, ({y}, 1))").slots.values())
+    assert [is_atomic(c) for c in ("a", "f(a + b)", "a.b[1]", "(a, b)", "a + b", "-1", "a == b", "(a) + (b)")] == [
+        True, True, True, True, False, False, False, False]
+
+
+ONE_HOT = """
+name: onehot_cast
+summary: a cast of a comparison, a method-call spelling and a repeated operand
+inputs:
+  x: {dtype: float, shape: [N, C]}
+  label: {dtype: int, shape: [N], domain: "[0, C)"}
+formula: |
+  loss = sum(one_hot(label, C) * abs(x - 1), axis=C)
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_compound_operands_are_parenthesised_or_bound(backend, tmp_path):
+    """A table whose cast is a method call and whose abs reads its operand twice outside an
+    argument position: the lowering parenthesises the comparison, binds the difference to a
+    variable, and the code still computes the loss (values and gradients vs the reference)."""
+    from losscc.emit import compile_spec
+    from losscc.spec import spec_from_text
+
+    good = get(backend)
+    odd = dataclasses.replace(good, ops={
+        **good.ops,
+        "cast": "{x}.astype({dtype})",
+        "abs": good.ops["where"].format(c="{x} >= 0", x="{x}", y="-{x}"),
+    }, helpers={k: v for k, v in good.helpers.items() if k != "abs"})
+    spec = spec_from_text(ONE_HOT, "<onehot_cast>")
+    code = compile_spec(spec, odd)
+    line = next(ln for ln in code.splitlines() if "label == " in ln and "def " not in ln)
+    assert "(label == " in line and ").astype(" in line, line
+    assert "x - 1 >= 0" not in code and "-x - 1" not in code, code
+    path = tmp_path / f"onehot_cast_{backend}.py"
+    path.write_text(code, encoding="utf-8")
+    mod = verify.load_module(path, f"losscc_onehot_cast_{backend}_{abs(hash(str(tmp_path)))}")
+    cases = verify.collect_cases(spec, ROOT, [], 2, 0)
+    rows = verify.verify_spec(spec, {backend: mod}, {backend: verify.runner(backend)}, ("float64",), ("eager",),
+                              cases)
+    assert rows and all(r.ok for r in rows), [r.failures for r in rows]

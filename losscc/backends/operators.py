@@ -12,8 +12,8 @@ operand safe wherever the spelling puts it: one in an argument position (``f({x}
 ``f(min={lo})``) is substituted as it is; one elsewhere (``{x}.sum()``,
 ``{x} - lse({x})``) is parenthesised when compound; one the spelling uses twice is a
 variable.  Operands ``axis``, ``shape``, ``dtype``, ``n`` and ``value`` are code for a
-Python value (a negative axis, a shape tuple, a dtype, an int, a number); the others
-are tensors (``lo``/``hi`` of the clips may also be numbers).
+Python value (a negative axis, a shape tuple, a dtype, an int, a number;
+:data:`VALUE_OPERANDS`); the others are tensors (``lo``/``hi`` of the clips may also be numbers).
 
 :data:`BASE` spells the operators whose Python form serves any tensor type; a backend's
 table (:func:`table`) overrides it.  :func:`table` is called when a backend module is
@@ -27,6 +27,9 @@ import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+
+# operands that are code for Python values, not tensors: free to repeat
+VALUE_OPERANDS = frozenset({"axis", "shape", "dtype", "n", "value"})
 
 
 class OperatorTableError(ValueError):
