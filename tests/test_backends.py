@@ -58,10 +58,11 @@ def test_reserved_names_are_the_backends_import_names():
 
 
 def test_frameworks_and_names_come_from_the_import_lines():
-    b = backends_pkg.Backend(name="x", imports=("import a.b as ab", "from c.d import e, f as g", "import h"), ops={})
+    ops = backends_pkg.get("paddle").ops
+    b = backends_pkg.Backend(name="x", imports=("import a.b as ab", "from c.d import e, f as g", "import h"), ops=ops)
     assert b.frameworks == ("a", "c", "h")
     assert b.bound_names == {"ab", "e", "g", "h"}
-    assert backends_pkg.Backend(name="y", imports=("import surely_not_installed_zz",), ops={}).missing() == (
+    assert backends_pkg.Backend(name="y", imports=("import surely_not_installed_zz",), ops=ops).missing() == (
         "surely_not_installed_zz",)
 
 
