@@ -14,7 +14,7 @@ from losscc.backends import get
 from losscc.emit import compile_spec, with_eps
 from losscc.parse import build_program
 from losscc.pipeline import explain, prepare
-from losscc.rewrites import is_positive
+from losscc.ranges import is_positive
 from losscc.spec import load_spec, spec_from_text
 
 ROOT = Path(__file__).resolve().parent.parent
