@@ -128,10 +128,10 @@ class Driver:
                 return e
             args = tuple(visit(a) for a in e.args)
             cur = rebuild(e, args) if args != e.args else e
-            for _ in range(budget if bundle.fixpoint else 1):
-                out = self._try(bundle, cur, ctx)
-                if out is None:
-                    break
+            out = self._try(bundle, cur, ctx)
+            if out is not None:
+                # the result is visited again (children and rules) with one rewrite less to go,
+                # so a chain of rewrites of one node is at most FIXPOINT_BUDGET long
                 cur = visit(out, budget - 1) if bundle.fixpoint and budget > 1 else out
             memo[key] = cur
             return cur
@@ -143,14 +143,9 @@ class Driver:
         return self.memo.get(((bundle.name, ctx.cond), e), e)
 
     def root(self, bundle: Bundle, expr: sp.Expr | None, ctx: Context) -> sp.Expr | None:
-        """`bundle`'s rules once at a root; a mean's element count is the root None."""
-        for rule in bundle.rules:
-            out = rule.apply(expr, ctx)
-            if out is not None and out != expr:
-                if rule.record:
-                    self.fired.append(Fired(rule.name, expr, out))
-                return out
-        return expr
+        """`bundle`'s first rule that fires, once at a root; a mean's element count is the root None."""
+        out = self._try(bundle, expr, ctx)
+        return expr if out is None else out
 
 
 @dataclass(frozen=True)

@@ -35,11 +35,12 @@ from losscc.reference import Evaluator, digits_for
 from losscc.guards import BRANCH_GUARDS, GRADIENT_GUARDS
 from losscc.passes import BARE, context, run
 from losscc.ranges import is_nonneg, is_positive
-from losscc.rewrites import STABILITY, optimize
+from losscc.rewrites import RANGE_REWRITES, STABILITY, optimize
 from losscc.spec import load_spec, spec_from_text
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = {r.name: r for r in STABILITY}
+RANGE_RULES = {r.name: r for r in RANGE_REWRITES.rules}
 
 
 def _bundle(bundle, expr, prog, fired):
@@ -328,6 +329,47 @@ def test_tensor_rule_is_an_identity_on_three_lanes(name, label):
 def test_every_rule_has_a_symbolic_proof():
     assert set(ELEMENTWISE_TRIGGERS) | set(SIGNED_TRIGGERS) | set(SIDED_TRIGGERS) | set(TENSOR_TRIGGERS) \
         | set(BRANCHED_TRIGGERS) == set(RULES)
+
+
+# --------------------------------------------------------------------------- range rewrites
+
+SQRT_SPEC = """
+x: {dtype: float, shape: [N, C]}
+a: {dtype: float, shape: [N, C], domain: "[0, inf)"}
+b: {dtype: float, shape: [N, C], domain: "[0, 1]"}
+"""
+
+
+def test_sqrt_of_product_is_an_identity_for_non_negative_factors():
+    """sqrt(a * b) = sqrt(a) * sqrt(b) and 1/sqrt(a * b) = 1/(sqrt(a) * sqrt(b)) for a, b >= 0
+    (SymPy proves it on non-negative symbols); the rule fires exactly where the range analysis
+    proves every factor non-negative, and not for a factor of unknown sign, where the identity
+    is false (a = b = -1)."""
+    rule = RANGE_RULES["sqrt-of-product"]
+    prog = build_program(make_spec(SQRT_SPEC, "loss = x + a + b"))
+    ctx = context(prog)
+    xs, a_, b_, C_ = prog.symbols["x"], prog.symbols["a"], prog.symbols["b"], prog.symbols["C"]
+    p, q = sp.symbols("p q", nonnegative=True)
+    for before in (sp.sqrt(a_ * b_), 1 / sp.sqrt(a_ * b_), sp.sqrt(ir.ReduceSum(xs**2, C_) * a_ * b_)):
+        after = rule.apply(before, ctx)
+        assert after is not None and after != before, before
+        assert after.is_Mul and len(after.args) == len(before.args[0].args)
+        proof = (before - after).subs({a_: p, b_: q, ir.ReduceSum(xs**2, C_): p + q})
+        assert sp.simplify(proof) == 0, (before, after)
+    assert rule.apply(sp.sqrt(xs * a_), ctx) is None                        # x may be negative
+    assert rule.apply(sp.sqrt(2 * a_), ctx) is None                         # a number factor: nothing to gain
+    m = sp.Symbol("m", negative=True)
+    assert sp.sqrt(m * m) != sp.sqrt(m) * sp.sqrt(m)                        # the identity needs the facts
+
+
+def test_sqrt_of_product_preserves_the_value():
+    spec = make_spec(SQRT_SPEC, "loss = x / sqrt(sum(x**2, axis=C) * sum(a**2, axis=C) + b * a)")
+    inputs = {"x": XN, "a": np.abs(XN[::-1]), "b": TN}
+    prog, prep = assert_same_values(spec, inputs)
+    assert "sqrt-of-product" not in fired_rules(prep)  # a sum under the root: not a product
+    spec = make_spec(SQRT_SPEC, "loss = x / sqrt(sum(x**2, axis=C) * sum(a**2, axis=C)) + sqrt(a * b)")
+    prog, prep = assert_same_values(spec, inputs)
+    assert "sqrt-of-product" in fired_rules(prep)
 
 
 # --------------------------------------------------------------------------- numerical equivalence
