@@ -48,7 +48,7 @@ def framework_names() -> frozenset[str]:
     """What any backend's generated module imports (``ops``, ``nn``, ``F``, ...):
     an input or parameter of that name would hide the framework from the function's body."""
     from .backends import all_backends
-    from .lower import import_names
+    from .naming import import_names
 
     return frozenset().union(*(import_names(b) for b in all_backends()))
 
