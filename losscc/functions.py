@@ -75,12 +75,6 @@ class Function:
 
 # ------------------------------------------------------------------ mpmath evaluators
 
-def _real(v):
-    if isinstance(v, mpmath.mpc):
-        return mpmath.mpf("nan") if v.imag != 0 else v.real
-    return v
-
-
 def mp_log(x):
     if x == 0:
         return mpmath.mpf("-inf")
@@ -99,10 +93,6 @@ def mp_sigmoid(x):
 
 def mp_softplus(x):
     return mpmath.log1p(mpmath.exp(x)) if x < 0 else x + mpmath.log1p(mpmath.exp(-x))
-
-
-def mp_acos(x):
-    return _real(mpmath.acos(x)) if -1 <= x <= 1 else mpmath.mpf("nan")
 
 
 def _mp_round(v):  # half to even, as both frameworks' round
@@ -160,9 +150,8 @@ FUNCTIONS: tuple[Function, ...] = (
            lambda x: -ir.softplus(-x), "-softplus(-x)"),
     _unary("tanh", sp.tanh, mpmath.tanh, "hyperbolic tangent", range_=Range(bounded="yes")),
     _unary("cosh", sp.cosh, mpmath.cosh, "hyperbolic cosine"),
-    _unary("cos", sp.cos, mpmath.cos, "cosine (radians)", range_=Range(bounded="yes")),
-    _unary("acos", sp.acos, mp_acos, "arccosine, in [0, pi]; nan outside [-1, 1], infinite gradient at -1 and 1",
-           range_=Range(nonneg="yes", bounded="yes")),
+    _unary("erf", sp.erf, mpmath.erf, "error function, 2 / sqrt(pi) * integral of exp(-t**2) from 0 to x",
+           range_=Range(bounded="yes")),
     _sugar("relu", "relu(x)", "elementwise", "max(x, 0) with relu'(0) = 0", _relu, "where(x > 0, x, 0)"),
     _sugar("square", "square(x)", "elementwise", "x**2", lambda x: x**2, "x**2"),
     Function("max", "max(a, b, ...)", "variadic", "largest argument; ties: see Gradients at ties and kinks",

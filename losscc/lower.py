@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from . import ir
+from . import functions, ir
 from .backends import Backend
 from .layout import power, unary_needs_parens
 from .parse import Program, TType
@@ -336,11 +336,9 @@ class Lowerer:
             return self.mul(e)
         if isinstance(e, sp.Pow):
             return self.pow(e)
-        simple = {sp.exp: "exp", sp.log: "log", ir.log1p: "log1p", ir.expm1: "expm1", sp.Abs: "abs",
-                  sp.tanh: "tanh", sp.cosh: "cosh", ir.sigmoid: "sigmoid", ir.softplus: "softplus"}
-        for cls, key in simple.items():
-            if isinstance(e, cls):
-                return self.op(key, x=self.value(e.args[0])), ATOM
+        key = functions.unary_op(e)  # a function that is one operator on its argument
+        if key is not None:
+            return self.op(key, x=self.value(e.args[0])), ATOM
         if isinstance(e, ir.PIECEWISE_CONSTANT):
             return self.piecewise_constant(e)
         if isinstance(e, (sp.Max, sp.Min)):
@@ -374,7 +372,7 @@ class Lowerer:
 
     def piecewise_constant(self, e) -> tuple[str, int]:
         """round floor ceil sign; integer arguments are cast to the float dtype first."""
-        key = {ir.Round: "round", ir.Floor: "floor", ir.Ceil: "ceil", ir.Sign: "sign"}[type(e)]
+        key = functions.op_key(e)
         x = e.args[0]
         t = self.typeof(x)
         if t.dtype == "int" and self.scalar_like(x):  # an integer parameter: a Python int
@@ -632,9 +630,7 @@ class Lowerer:
                 z = self.tensor_arg(x.args[0])
                 return self.op("gather_log_softmax", x=z, axis=pos, index=index), ADD
             return self.op("take_along_axis", x=self.value(x), axis=pos, index=index), ATOM
-        key = {ir.ReduceSum: "sum", ir.ReduceMean: "mean", ir.ReduceMax: "amax", ir.LogSumExp: "logsumexp",
-               ir.Softmax: "softmax", ir.LogSoftmax: "log_softmax", ir.ArgMax: "argmax",
-               ir.ArgMin: "argmin"}[type(e)]
+        key = functions.op_key(e)
         template = self.b.ops[key]
         if ax in prog.variadic:
             # a group of no axes reduces nothing (a reduction over axis=() reduces every axis)

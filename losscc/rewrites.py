@@ -13,7 +13,7 @@ from typing import Callable
 
 import sympy as sp
 
-from . import bounded, ir
+from . import bounded, functions, ir
 
 
 @dataclass(frozen=True)
@@ -330,18 +330,11 @@ def is_positive(e, prog) -> bool:
         return all(is_positive(a, prog) for a in e.args)
     if isinstance(e, sp.Pow):
         return is_positive(e.args[0], prog)
-    if isinstance(e, (ir.ReduceSum, ir.ReduceMean, ir.ReduceMax)):
-        return is_positive(e.args[0], prog)
-    if isinstance(e, ir.StopGradient):
-        return is_positive(e.args[0], prog)
     if isinstance(e, ir.Gather):
         return is_positive(e.args[0], prog)
-    if isinstance(e, sp.Max):
-        return any(is_positive(a, prog) for a in e.args)
-    if isinstance(e, sp.Min):
-        return all(is_positive(a, prog) for a in e.args)
-    if isinstance(e, ir.Clip):
-        return is_positive(e.args[1], prog)
+    fact = functions.range_fact(e, "positive")  # a function's node: its registry record
+    if fact is not None:
+        return functions.holds(fact, e, lambda a: is_positive(a, prog))
     if isinstance(e, ir.Where):
         c, a, b = e.args
         return (is_positive(a, prog) or _implies_positive(c, a, prog)) and is_positive(b, prog)
@@ -382,26 +375,17 @@ def is_nonneg(e, prog) -> bool:
                     return all(v >= 0 for v in d.values)
                 return isinstance(d.lo, float) and d.lo >= 0
         return False
-    if isinstance(e, (sp.Abs, sp.exp, ir.sigmoid, ir.softplus, ir.Softmax, ir.OneHot, ir.LogSumExp)):
-        return not isinstance(e, ir.LogSumExp)
     if isinstance(e, sp.Pow):
         ex = e.args[1]
         return (ex.is_Integer and ex.is_even) or is_nonneg(e.args[0], prog)
     if isinstance(e, (sp.Add, sp.Mul)):
         return all(is_nonneg(a, prog) for a in e.args)
-    if isinstance(e, (ir.ReduceSum, ir.ReduceMean, ir.ReduceMax, ir.Gather, ir.StopGradient)):
+    if isinstance(e, ir.Gather):
         return is_nonneg(e.args[0], prog)
-    if isinstance(e, sp.Piecewise):
-        return all(is_nonneg(p.expr, prog) for p in e.args)
     if isinstance(e, ir.Where):
         return is_nonneg(e.args[1], prog) and is_nonneg(e.args[2], prog)
-    if isinstance(e, sp.Max):
-        return any(is_nonneg(a, prog) for a in e.args)
-    if isinstance(e, sp.Min):
-        return all(is_nonneg(a, prog) for a in e.args)
-    if isinstance(e, ir.Clip):
-        return is_nonneg(e.args[1], prog)
-    return False
+    fact = functions.range_fact(e, "nonneg")  # a function's node: its registry record
+    return fact is not None and functions.holds(fact, e, lambda a: is_nonneg(a, prog))
 
 
 def _static_cond(c, prog) -> bool:
@@ -469,19 +453,16 @@ def is_bounded(e, prog) -> bool:
                     return all(abs(v) <= 50 for v in d.values)
                 return all(isinstance(v, float) and abs(v) <= 50 for v in (d.lo, d.hi))
         return False
-    if isinstance(e, (ir.sigmoid, sp.tanh, ir.Softmax, ir.OneHot)):
-        return True
-    if isinstance(e, ir.Clip):
-        return all(b.is_Number and abs(float(b)) <= 50 for b in e.args[1:])
-    if isinstance(e, (sp.Abs, ir.StopGradient, ir.Gather, ir.ReduceMax, ir.ReduceMean)):
+    if isinstance(e, ir.Gather):
         return is_bounded(e.args[0], prog)
-    if isinstance(e, (sp.Add, sp.Mul, sp.Max, sp.Min)):
+    if isinstance(e, (sp.Add, sp.Mul)):
         return all(is_bounded(a, prog) for a in e.args)
     if isinstance(e, sp.Pow):
         return e.args[1].is_Integer and 0 <= e.args[1] <= 4 and is_bounded(e.args[0], prog)
     if isinstance(e, ir.Where):
         return is_bounded(e.args[1], prog) and is_bounded(e.args[2], prog)
-    return False
+    fact = functions.range_fact(e, "bounded")  # a function's node: its registry record
+    return fact is not None and functions.holds(fact, e, lambda a: is_bounded(a, prog))
 
 
 def guard_branches(expr, prog, fired: list | None = None, memo: dict | None = None):

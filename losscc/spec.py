@@ -168,15 +168,8 @@ RESERVED = frozenset(
         "name", "parameters", "construct", "forward",
     }
 )
-# formula function names; inputs may not shadow them
-FUNCTION_NAMES = frozenset(
-    {
-        "exp", "log", "log1p", "expm1", "sqrt", "abs", "sigmoid", "softplus", "tanh", "cosh", "min",
-        "max", "clip", "where", "Piecewise", "sum", "mean", "logsumexp", "softmax",
-        "log_softmax", "one_hot", "stop_gradient", "square", "log_sigmoid", "relu",
-        "round", "floor", "ceil", "sign", "argmax", "argmin", "sort", "topk",
-    }
-)
+# formula function names (the registry's); inputs may not shadow them
+from .functions import NAMES as FUNCTION_NAMES  # noqa: E402
 _BUILTINS_OK = frozenset({"input", "format", "filter", "map", "id", "hash", "iter", "next", "all", "any", "round"})
 
 
