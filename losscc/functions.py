@@ -153,7 +153,7 @@ FUNCTIONS: tuple[Function, ...] = (
     _unary("erf", sp.erf, mpmath.erf, "error function, 2 / sqrt(pi) * integral of exp(-t**2) from 0 to x",
            range_=Range(bounded="yes")),
     _sugar("relu", "relu(x)", "elementwise", "max(x, 0) with relu'(0) = 0", _relu, "where(x > 0, x, 0)"),
-    _sugar("square", "square(x)", "elementwise", "x**2", lambda x: x**2, "x**2"),
+    _sugar("square", "square(x)", "elementwise", "x times x", lambda x: x**2, "x**2"),
     Function("max", "max(a, b, ...)", "variadic", "largest argument; ties: see Gradients at ties and kinks",
              nargs=None, build=lambda *a: sp.Max(*a, evaluate=False), node=sp.Max, reference=METHOD,
              ops=("maximum", "clip_min"), range=Range(positive="any", nonneg="any", bounded="all")),
