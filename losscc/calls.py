@@ -162,11 +162,7 @@ class CallRules:
         if any(isinstance(a, ast.Starred) for a in args):
             raise Fail(node, "E202", "'*' arguments are not allowed")
         if f.rule == "refused":
-            if not args:
-                raise Fail(node, "E210", f"{fname} takes a tensor argument")
-            x, t = self.visit(args[0], d)
-            self.no_gradient(node, f, args[0], x, t)
-            raise Fail(node, "E231", f"'{fname}' is not supported by losscc yet: {f.doc}")
+            self.rule_refused(node, f, args, d)
         self.arity(node, f, args)
         x, t = self.visit(args[0], d)
         if t.dtype == "bool":
@@ -174,6 +170,13 @@ class CallRules:
         if t.literal:
             self.need_value(args[0], t)
         return getattr(self, "rule_" + f.rule)(node, f, args[0], x, t, kws)
+
+    def rule_refused(self, node, f: Function, args, d):
+        if not args:
+            raise Fail(node, "E210", f"{f.name} takes a tensor argument")
+        x, t = self.visit(args[0], d)
+        self.no_gradient(node, f, args[0], x, t)
+        raise Fail(node, "E231", f"'{f.name}' is not supported by losscc yet: {f.doc}")
 
     def rule_arg_extremum(self, node, f: Function, arg, x, t: TType, kws):
         if "axis" not in kws:
