@@ -14,7 +14,16 @@ import sympy as sp
 
 from . import functions, ir, limits
 from .calls import CallRules
-from .constants import check_constant, decide, describe, is_zero_constant, magnitude_digits, name_of, opaque, source
+from .constants import (
+    check_constant,
+    decide,
+    describe,
+    is_zero_constant,
+    magnitude_digits,
+    name_of,
+    opaque,
+    source,
+)
 from .errors import Collector, did_you_mean
 from .spec import Binding, _clip
 from .ttype import Fail, TType, union

@@ -17,9 +17,9 @@ complete and that the generated function list in ``docs/spec.md`` is current.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Callable
 
 import mpmath
 import sympy as sp

@@ -211,4 +211,4 @@ def _infer(expr: sp.Expr, prog: Program) -> TType:
     return TType("float", union([a.axes for a in args], prog.axes), grad=grad)
 
 
-__all__ = ["TType", "Program", "build_program", "type_of", "SpecError"]
+__all__ = ["Program", "SpecError", "TType", "build_program", "type_of"]

@@ -25,7 +25,7 @@ class Layout:
     rank: int
 
     @classmethod
-    def of(cls, prog: Program, sizes: dict[str, tuple[int, ...]]) -> "Layout":
+    def of(cls, prog: Program, sizes: dict[str, tuple[int, ...]]) -> Layout:
         dims, k = {}, 0
         for a in prog.axes:
             n = len(sizes[a])

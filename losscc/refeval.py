@@ -15,14 +15,24 @@ import sympy as sp
 
 from . import functions, ir
 from .parse import Program
-from .refarrays import Layout, first_max, first_min, infer_sizes, place, select, sum_axes, to_mp, total
+from .refarrays import (
+    Layout,
+    first_max,
+    first_min,
+    infer_sizes,
+    place,
+    select,
+    sum_axes,
+    to_mp,
+    total,
+)
 
 
 def _vec(f):
     return np.frompyfunc(f, 1, 1)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _elementwise(f):
     """The vectorised mpmath function of an elementwise record."""
     return _vec(f)
@@ -180,7 +190,7 @@ class Evaluator:
             if e is sp.pi:
                 return +mpmath.pi
             return mpmath.mpf(float(e))
-        ev = lambda x: self.ev(x, env, memo)  # noqa: E731
+        ev = lambda x: self.ev(x, env, memo)
         f = functions.of_node(e)
         if f is not None and callable(f.reference):
             return _elementwise(f.reference)(ev(e.args[0]))
