@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from . import ir, limits
+from . import functions, ir, limits
 from .convert import Converter
 from .errors import Collector, SpecError
 from .spec import Spec
@@ -169,7 +169,8 @@ def type_of(expr: sp.Expr, prog: Program) -> TType:
 
 
 def _infer(expr: sp.Expr, prog: Program) -> TType:
-    """Types for nodes that rewrites create; mirrors the converter's rules."""
+    """Types for nodes that rewrites create; mirrors the converter's rules (a function's node by
+    its registry record's typing rule)."""
     if expr.is_Number or expr in (sp.pi, sp.E):
         return TType("float")
     if isinstance(expr, sp.Symbol):
@@ -180,24 +181,24 @@ def _infer(expr: sp.Expr, prog: Program) -> TType:
         return TType("bool")
     args = [type_of(a, prog) for a in expr.args if not (isinstance(a, sp.Symbol) and a.name in prog.axes)]
     grad = any(a.grad for a in args)
-    if isinstance(expr, ir.StopGradient):
+    f = functions.of_node(expr)
+    rule = f.rule if f is not None else ""  # a function's node: typed by its record's rule
+    if rule in ("stop_gradient", "piecewise_constant"):
         return TType("float", args[0].axes)
-    if isinstance(expr, ir.PIECEWISE_CONSTANT):
-        return TType("float", args[0].axes)
-    if isinstance(expr, ir.ARG_EXTREMA):
+    if rule == "arg_extremum":
         ax = expr.args[1].name
         return TType("int", tuple(a for a in args[0].axes if a != ax), index_of=ax)
-    if isinstance(expr, ir.Size):
-        return TType("float")
-    if isinstance(expr, ir.AXIS_REMOVING):
+    if rule == "reduce":
         ax = expr.args[1].name
         return TType("float", tuple(a for a in args[0].axes if a != ax), grad=grad)
-    if isinstance(expr, ir.AXIS_KEEPING):
+    if rule == "keep":
         return TType("float", args[0].axes, grad=grad)
+    if rule == "one_hot":
+        return TType("float", union([args[0].axes, (expr.args[1].name,)], prog.axes))
+    if isinstance(expr, ir.Size):
+        return TType("float")
     if isinstance(expr, ir.Gather):
         return TType("float", args[1].axes, grad=args[0].grad)
-    if isinstance(expr, ir.OneHot):
-        return TType("float", union([args[0].axes, (expr.args[1].name,)], prog.axes))
     if isinstance(expr, ir.Item):
         return TType("float", (), grad=True)
     if isinstance(expr, (sp.Rel, sp.And, sp.Or, sp.Not, sp.ITE)):
