@@ -12,8 +12,8 @@ from . import functions, ir, limits
 from .constants import is_zero_constant, opaque, source
 from .errors import did_you_mean
 from .functions import Function
-from .spec import _clip
 from .ttype import Fail, TType
+from .yamlread import clip as _clip
 
 
 class CallRules:

@@ -25,8 +25,9 @@ from .constants import (
     source,
 )
 from .errors import Collector, did_you_mean
-from .spec import Binding, _clip
+from .spec import Binding
 from .ttype import Fail, TType, union
+from .yamlread import clip as _clip
 
 CONSTANTS = {"pi": sp.pi}
 
