@@ -53,6 +53,8 @@ class Range:
 
 @dataclass(frozen=True)
 class Function:
+    """One formula-language function (one overload of max/min); see the module docstring."""
+
     name: str
     signature: str                    # as documented: "exp(x)", "max(x, axis=C)"
     rule: str                         # typing rule (RULES)
