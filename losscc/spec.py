@@ -30,16 +30,16 @@ from .specinputs import (INPUT_FIELDS, LEARNABLE_FIELDS, PARAM_FIELDS, parse_dom
                          read_params)
 from .specmodel import REAL, Binding, Case, Domain, Input, Learnable, Param, Reference, ReductionDef, Spec
 from .specread import Namespace
-from .specread import Reader as _Reader  # noqa: F401  (tests spy on its field checks)
+from .specread import Reader as _Reader  # the name tests spy on (its field checks)
 from .yamlread import Node, load_yaml
 from .yamlread import clip as _clip  # noqa: F401  (parse.py's import)
 
 __all__ = [
     "AXIS", "BUILTIN_REDUCTIONS", "CASE_FIELDS", "FUNCTION_NAMES", "GUARD_FIELDS", "IDENT", "INPUT_FIELDS",
     "LEARNABLE_FIELDS", "PARAM_FIELDS", "REAL", "REDUCTION_FIELDS", "REFERENCE_FIELDS", "REQUIRED_FIELDS",
-    "RESERVED", "TOP_FIELDS", "Binding", "Case", "Domain", "Input", "Learnable", "Param", "Reference", "ReductionDef", "Spec",
-    "check_attribute", "check_identifier", "class_attributes", "framework_names", "load_spec", "parse_domain",
-    "spec_from_text",
+    "RESERVED", "TOP_FIELDS", "Binding", "Case", "Domain", "Input", "Learnable", "Param", "Reference",
+    "ReductionDef", "Spec", "check_attribute", "check_identifier", "class_attributes", "framework_names",
+    "load_spec", "parse_domain", "spec_from_text",
 ]
 
 TOP_FIELDS = ("name", "summary", "description", "inputs", "params", "learnable", "formula",
@@ -62,6 +62,8 @@ def load_spec(path: str | Path, display: str | None = None) -> Spec:
 
 
 def spec_from_text(text: str, path: str = "<spec>", sha256: str | None = None) -> Spec:
+    """Validate the text of a spec file (`path` names it in diagnostics); raise SpecError
+    with every problem found."""
     out = Collector(path)
     if sha256 is None:
         sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -78,7 +80,6 @@ def spec_from_text(text: str, path: str = "<spec>", sha256: str | None = None) -
     return spec
 
 
-
 def _build(root: Node, text: str, path: str, sha256: str, out: Collector) -> Spec | None:
     """The Spec of a parsed file, every section read in order; None if it is no mapping."""
     r = _Reader(out)
@@ -93,13 +94,13 @@ def _build(root: Node, text: str, path: str, sha256: str, out: Collector) -> Spe
     params = read_params(r, top, names, path)  # first: inputs refer to them (ignore)
     inputs = read_inputs(r, top, names, params, path)
     learnable = read_learnable(r, top, names, path)
-    bindings = read_bindings(r, top["formula"], text, path) if "formula" in top else []
+    bindings = read_bindings(r, top, text, path)
     reductions = read_reductions(r, top, names, path)
     default_reduction = read_default_reduction(r, top, reductions)
     guards = read_guards(r, top)
-    cases = read_cases(r, top["cases"], path) if "cases" in top else []
+    cases = read_cases(r, top, path)
     check_cases(out, cases, inputs, params, reductions)
-    references = read_references(r, top["references"], path) if "references" in top else []
+    references = read_references(r, top, path)
     return Spec(
         name=name, summary=summary, description=description,
         inputs=tuple(inputs), params=tuple(params), learnable=tuple(learnable),

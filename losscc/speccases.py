@@ -25,7 +25,10 @@ _CASE_PARTS = ("inputs", "params", "expected")
 # --------------------------------------------------------------------------- cases
 
 
-def read_cases(r: Reader, node: Node, path: str) -> list[Case]:
+def read_cases(r: Reader, top: dict[str, Node], path: str) -> list[Case]:
+    if "cases" not in top:
+        return []
+    node = top["cases"]
     if not isinstance(node.value, list):
         r.err(node, "E112", "cases: expected a list")
         return []
@@ -162,7 +165,10 @@ def _check_values(out: Collector, c: Case, where: str, view: _SpecView) -> None:
 # --------------------------------------------------------------------------- references
 
 
-def read_references(r: Reader, node: Node, path: str) -> list[Reference]:
+def read_references(r: Reader, top: dict[str, Node], path: str) -> list[Reference]:
+    if "references" not in top:
+        return []
+    node = top["references"]
     if not isinstance(node.value, list):
         r.err(node, "E112", "references: expected a list")
         return []

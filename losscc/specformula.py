@@ -25,8 +25,11 @@ REDUCTION_FIELDS = ("denominator", "doc")
 _BINDING = re.compile(r"([ ]*)([A-Za-z_][A-Za-z0-9_]*)\s*=(?!=)\s*(.*)\Z", re.S)
 
 
-def read_bindings(r: Reader, node: Node, text: str, path: str) -> list[Binding]:
+def read_bindings(r: Reader, top: dict[str, Node], text: str, path: str) -> list[Binding]:
     """The formula's bindings; `text` is the whole file (block scalars lose their indent)."""
+    if "formula" not in top:
+        return []
+    node = top["formula"]
     ftext = r.string(node, "formula", limits.MAX_FORMULA_CHARS)
     if ftext is None:
         return []

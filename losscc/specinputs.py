@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import keyword
 import re
+from functools import partial
 
 from . import limits
 from .errors import Location, did_you_mean
@@ -30,16 +31,11 @@ def read_params(r: Reader, top: dict[str, Node], names: Namespace, path: str) ->
     pm = r.entries(top["params"], "params")
     if len(pm) > limits.MAX_PARAMS:
         r.err(top["params"], "E104", f"params: more than the limit 'params' ({limits.MAX_PARAMS})")
-    params = []
-    for key, node in pm.items():
-        if r.name(node, "params", key) and names.claim(node, key, "parameter"):
-            p = _param(r, node, key, f"params.{clip(key)}", Location(path, node.line, node.col))
-            if p:
-                params.append(p)
-    return params
+    return names.read_each(pm, "params", "parameter", partial(_param, r, path))
 
 
-def _param(r: Reader, node: Node, key: str, where: str, loc: Location) -> Param | None:
+def _param(r: Reader, path: str, key: str, node: Node) -> Param | None:
+    where, loc = f"params.{clip(key)}", Location(path, node.line, node.col)
     if not isinstance(node.value, dict):
         # shorthand: `alpha: 0.25`
         node = Node({"default": node}, node.line, node.col)
@@ -88,12 +84,7 @@ def read_inputs(r: Reader, top: dict[str, Node], names: Namespace, params: list[
     if len(im) > limits.MAX_INPUTS:
         r.err(top["inputs"], "E104", f"inputs: more than the limit 'inputs' ({limits.MAX_INPUTS})")
     axes_seen: list[str] = []  # every input's shape symbols, in order ("*S" for a group)
-    inputs = []
-    for key, node in im.items():
-        if r.name(node, "inputs", key) and names.claim(node, key, "input"):
-            i = _input(r, node, key, f"inputs.{key}", axes_seen, params, Location(path, node.line, node.col))
-            if i:
-                inputs.append(i)
+    inputs = names.read_each(im, "inputs", "input", partial(_input, r, path, axes_seen, params))
     if inputs and all(i.dtype != "float" for i in inputs):
         r.err(top["inputs"], "E122", "inputs: at least one input must be a float tensor")
     for a in axes_seen:
@@ -101,8 +92,8 @@ def read_inputs(r: Reader, top: dict[str, Node], names: Namespace, params: list[
     return inputs
 
 
-def _input(r: Reader, node: Node, key: str, where: str, axes_seen: list[str],
-           params: list[Param], loc: Location) -> Input | None:
+def _input(r: Reader, path: str, axes_seen: list[str], params: list[Param], key: str, node: Node) -> Input | None:
+    where, loc = f"inputs.{key}", Location(path, node.line, node.col)
     fields = r.mapping(node, where, INPUT_FIELDS)
     missing = [f for f in ("dtype", "shape") if f not in fields]
     for required in missing:
@@ -285,16 +276,12 @@ def parse_domain(text: str, axes: set[str]) -> Domain | str:
 def read_learnable(r: Reader, top: dict[str, Node], names: Namespace, path: str) -> list[Learnable]:
     if "learnable" not in top:
         return []
-    learnable = []
-    for key, node in r.entries(top["learnable"], "learnable").items():
-        if r.name(node, "learnable", key) and names.claim(node, key, "learnable tensor"):
-            lr = _learnable(r, node, key, f"learnable.{key}", Location(path, node.line, node.col))
-            if lr:
-                learnable.append(lr)
-    return learnable
+    lm = r.entries(top["learnable"], "learnable")
+    return names.read_each(lm, "learnable", "learnable tensor", partial(_learnable, r, path))
 
 
-def _learnable(r: Reader, node: Node, key: str, where: str, loc: Location) -> Learnable | None:
+def _learnable(r: Reader, path: str, key: str, node: Node) -> Learnable | None:
+    where, loc = f"learnable.{key}", Location(path, node.line, node.col)
     fields = r.mapping(node, where, LEARNABLE_FIELDS)
     shape: list[int] = []
     if "shape" in fields:

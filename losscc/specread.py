@@ -9,12 +9,14 @@ namespace that a spec's parameters, inputs, shape symbols, learnables and reduct
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from . import limits
 from .errors import Collector, did_you_mean
 from .names import check_attribute, check_identifier
 from .yamlread import Node, clip
+
+_T = TypeVar("_T")
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _OTHER_NUMBER = re.compile(r"[-+]?(0[xXoObB][0-9a-fA-F_]+|[0-9][0-9_]*(\.[0-9_]*)?([eE][-+]?[0-9]+)?)")
@@ -95,6 +97,7 @@ class Reader:
 
 
 def kind_of(v: Any) -> str:
+    """How a message names the type of a YAML value: "a mapping", "a list", "nothing", ..."""
     return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
             type(None): "nothing"}.get(type(v), "a number")
 
@@ -112,3 +115,15 @@ class Namespace:
             return False
         self.taken[key] = f"{what} '{key}'"
         return True
+
+    def read_each(self, entries: dict[str, Node], section: str, what: str,
+                  read_one: Callable[[str, Node], _T | None]) -> list[_T]:
+        """`read_one(key, node)` of each entry whose key is a valid name not claimed before;
+        the values it does not refuse (None), in order."""
+        out = []
+        for key, node in entries.items():
+            if self.r.name(node, section, key) and self.claim(node, key, what):
+                item = read_one(key, node)
+                if item is not None:
+                    out.append(item)
+        return out
