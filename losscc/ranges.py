@@ -195,9 +195,5 @@ def is_positive(e, prog) -> bool:
 
 
 def is_nonneg(e, prog) -> bool:
+    """True when e >= 0 for every input allowed by the declared domains."""
     return Ranges(prog).nonneg(e)
-
-
-def is_bounded(e, prog) -> bool:
-    """True when |e| <= BOUND for every input the declared domains allow."""
-    return Ranges(prog).bounded(e)
