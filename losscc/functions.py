@@ -31,9 +31,9 @@ RULES = ("elementwise", "variadic", "clip", "where", "piecewise", "reduce", "kee
          "stop_gradient", "piecewise_constant", "arg_extremum", "refused")
 # range facts: how a property of the node follows from its arguments
 #   yes / no: always / not known; arg: that of the first argument; all / any: of all / of any
-#   argument; lo: that of the second argument (clip's lower bound); branches: of every value
-#   of a Piecewise; numbers: the bounds (arguments after the first) are numbers of magnitude <= 50
-FACTS = ("yes", "no", "arg", "all", "any", "lo", "branches", "numbers")
+#   argument (of every value, for a Piecewise); lo: that of the second argument (clip's lower
+#   bound); numbers: the bounds (arguments after the first) are numbers of small magnitude
+FACTS = ("yes", "no", "arg", "all", "any", "lo", "numbers")
 # reference evaluation by a method ``Evaluator._eval_<Node>`` (reductions, selections)
 METHOD = "method"
 # how a call prints in the formula language: name(args), name(x, axis=A), or a printer method
@@ -169,7 +169,7 @@ FUNCTIONS: tuple[Function, ...] = (
            None, "Piecewise((a, cond), (b, True))", nargs=3),
     Function("Piecewise", "Piecewise((a, cond), ..., (z, True))", "piecewise",
              "the value of the first pair whose condition holds; the last condition is True", nargs=None,
-             node=sp.Piecewise, reference=METHOD, ops=("where",), range=Range(nonneg="branches"), printer="own"),
+             node=sp.Piecewise, reference=METHOD, ops=("where",), range=Range(nonneg="all"), printer="own"),
     _reduce("sum", ir.ReduceSum, "sum", "sum over the axis", Range(positive="arg", nonneg="arg"),
             variadic_axis=True),
     _reduce("mean", ir.ReduceMean, "mean", "mean over the axis", _ARG, variadic_axis=True),
@@ -261,28 +261,10 @@ def unary_op(e) -> str | None:
     return f.ops[0] if f is not None and f.lowering == "unary" else None
 
 
-def range_fact(e, prop: str) -> str | None:
-    """The range fact `prop` (positive, nonneg, bounded) of node `e`; None when it has no record."""
-    f = of_node(e)
-    if f is None or f.range is None:
-        return None
-    return getattr(f.range, prop)
-
-
-def holds(fact: str, e, test: Callable) -> bool:
-    """Whether a range fact holds of `e`, `test` deciding it for an argument."""
-    if fact == "yes":
-        return True
-    if fact == "arg":
-        return test(e.args[0])
-    if fact == "all":
-        return all(test(a) for a in e.args)
-    if fact == "any":
-        return any(test(a) for a in e.args)
-    if fact == "lo":
-        return test(e.args[1])
-    if fact == "branches":
-        return all(test(p.expr) for p in e.args)
+def holds(fact: str, parts: tuple[bool, ...], numbers: bool = False) -> bool:
+    """Whether a range fact holds, given whether the property holds of each argument (of each
+    value, for a Piecewise) and, for "numbers", whether the bounds are small numbers."""
     if fact == "numbers":
-        return all(b.is_Number and abs(float(b)) <= 50 for b in e.args[1:])
-    return False
+        return numbers
+    return {"yes": True, "no": False, "arg": bool(parts) and parts[0], "all": all(parts),
+            "any": any(parts), "lo": len(parts) > 1 and parts[1]}[fact]
