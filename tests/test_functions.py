@@ -175,7 +175,7 @@ def test_erf_spec_verifies_against_the_reference(tmp_path):
         path = tmp_path / f"probit_{b.name}.py"
         path.write_text(compile_spec(spec, b))
         mod = verify.load_module(path, f"probit_registry_{b.name}")
-        runner = verify.RUNNERS[b.name]()
+        runner = verify.runner(b.name)
         rows = verify.verify_spec(spec, {b.name: mod}, {b.name: runner}, ("float64",), ("eager",), cases)
         assert rows and all(r.ok for r in rows), [r.failures for r in rows]
     # and a wrong operator for erf fails it
@@ -183,7 +183,7 @@ def test_erf_spec_verifies_against_the_reference(tmp_path):
     path = tmp_path / "probit_bad.py"
     path.write_text(compile_spec(spec, bad))
     mod = verify.load_module(path, "probit_registry_bad")
-    rows = verify.verify_spec(spec, {"paddle": mod}, {"paddle": verify.RUNNERS["paddle"]()}, ("float64",),
+    rows = verify.verify_spec(spec, {"paddle": mod}, {"paddle": verify.runner("paddle")}, ("float64",),
                               ("eager",), cases)
     assert not any(r.ok for r in rows)
 
