@@ -10,9 +10,10 @@ A few functions are *sugar*: they build other IR (``square(x)`` is ``x**2``) and
 which in ``expands``; the stages then never see them. ``max`` and ``min`` have two
 records each, the elementwise form ``max(a, b, ...)`` and the reduction ``max(x, axis=C)``.
 
-Adding a function is one record here plus its operator entries in every backend table
-(``losscc/backends/*.py``); ``tests/test_functions.py`` checks that every record is
-complete and that the generated function list in ``docs/spec.md`` is current.
+Adding a function is one record here plus its operator: an entry in the operator
+interface (``losscc/backends/operators.py``) and its spelling in every backend table;
+``tests/test_functions.py`` checks that every record is complete and that the generated
+function list in ``docs/spec.md`` (``python -m losscc.fundocs``) is current.
 """
 
 from __future__ import annotations
