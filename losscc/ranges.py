@@ -3,8 +3,8 @@
 :class:`Ranges` answers for one program, memoised per node, so a shared subtree is
 analysed once.  It dispatches on the node's type by method, as SymPy's printers do: the
 facts of a node of class ``K`` come from ``_range_K`` (the first such method along the
-class's MRO), with calls to functions handled by :func:`function_range` from the facts of
-their arguments.  The analysis is small on purpose: it proves what the guards need
+class's MRO), with the nodes of formula functions handled by :func:`function_range` from
+their registry records and the facts of their arguments.  The analysis is small on purpose: it proves what the guards need
 (``log`` of a positive value, ``exp`` of a bounded one) and answers "not known" otherwise.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from . import ir
+from . import functions
 
 BOUND = 50  # |value| at most this is "bounded": exp(value) and value**4 stay finite in float32
 
@@ -35,24 +35,16 @@ def facts(positive: bool = False, nonneg: bool = False, bounded: bool = False) -
 
 NOTHING = Facts()
 
-# elementwise and tensor functions whose value has a fixed sign or size, whatever the argument
-_CALL_FACTS = {
-    sp.exp: facts(nonneg=True),
-    ir.softplus: facts(nonneg=True),
-    ir.sigmoid: facts(nonneg=True, bounded=True),
-    ir.Softmax: facts(nonneg=True, bounded=True),
-    ir.OneHot: facts(nonneg=True, bounded=True),
-    sp.tanh: facts(bounded=True),
-}
-
-
-def function_range(f: type, args: tuple[Facts, ...]) -> Facts:
-    """The facts of a call ``f(*args)`` to an elementwise or tensor function, from the facts of
-    its arguments.  Nodes with structure of their own (sums, powers, reductions, gathers,
-    selections, clips) have their own ``Ranges._range_<Node>`` method instead."""
-    if f is sp.Abs:
-        return facts(nonneg=True, bounded=args[0].bounded)
-    return _CALL_FACTS.get(f, NOTHING)
+def function_range(f: type, args: tuple[Facts, ...], e: sp.Basic | None = None) -> Facts:
+    """The facts of a call ``f(*args)`` to a formula function, from the range facts of its
+    registry record (``losscc.functions``) and the facts of its arguments (of its values, for
+    a Piecewise); `e`, the call itself, tells whether clip's bounds are small numbers."""
+    record = functions.BY_NODE.get(f)
+    if record is None or record.range is None:
+        return NOTHING
+    numbers = e is not None and all(b.is_Number and abs(float(b)) <= BOUND for b in e.args[1:])
+    return facts(*(functions.holds(getattr(record.range, k), tuple(getattr(a, k) for a in args), numbers)
+                   for k in ("positive", "nonneg", "bounded")))
 
 
 def _symbol_facts(spec) -> dict[str, Facts]:
@@ -144,41 +136,22 @@ class Ranges:
 
     # ---------------------------------------------------------------- tensor operators
 
-    def _range_Function(self, e):
-        return function_range(type(e), tuple(self.of(a) for a in e.args))
+    def _range_Function(self, e):  # a formula function's node (calls, reductions, selections)
+        parts = [p.expr for p in e.args] if isinstance(e, sp.Piecewise) else e.args
+        return function_range(type(e), tuple(self.of(a) for a in parts), e)
 
-    def _range_ReduceSum(self, e):  # a sum of bounded terms is not bounded
-        a = self.of(e.args[0])
-        return facts(a.positive, a.nonneg)
+    _range_MinMaxBase = _range_Function  # max, min
 
-    def _range_ReduceMean(self, e):
+    def _range_Gather(self, e):
         return self.of(e.args[0])
 
-    _range_ReduceMax = _range_StopGradient = _range_Gather = _range_ReduceMean
-
     # ---------------------------------------------------------------- selections
-
-    def _range_Max(self, e):
-        parts = [self.of(a) for a in e.args]
-        return facts(any(p.positive for p in parts), any(p.nonneg for p in parts), all(p.bounded for p in parts))
-
-    def _range_Min(self, e):
-        parts = [self.of(a) for a in e.args]
-        return facts(all(p.positive for p in parts), all(p.nonneg for p in parts), all(p.bounded for p in parts))
-
-    def _range_Clip(self, e):
-        lo = self.of(e.args[1])
-        bounded = all(b.is_Number and abs(float(b)) <= BOUND for b in e.args[1:])
-        return facts(lo.positive, lo.nonneg, bounded)
 
     def _range_Where(self, e):
         c, a, b = e.args
         fa, fb = self.of(a), self.of(b)
         positive = (fa.positive or self.implies_positive(c, a)) and fb.positive
         return facts(positive, fa.nonneg and fb.nonneg, fa.bounded and fb.bounded)
-
-    def _range_Piecewise(self, e):
-        return facts(nonneg=all(self.nonneg(p.expr) for p in e.args))
 
     def implies_positive(self, c, a) -> bool:
         """Whether condition c (a branch guard's) makes a > 0: a > x or x < a with x >= 0,
