@@ -56,8 +56,8 @@ class Context:
     """What a rule may read.  `cond` is the branch condition a scoped bundle runs under;
     `root` the name of the root a root rule runs on ("loss" or a reduction's name)."""
 
-    prog: object = None
-    ranges: Ranges = None
+    prog: object = None                 # the Program (None for rules that read nothing from it)
+    ranges: Ranges | None = None
     eps: float | None = None
     masks: tuple = ()
     cond: sp.Basic | None = None
