@@ -275,7 +275,7 @@ class Lowerer(OperatorLowering):
 
     def _lower_Function(self, e) -> tuple[str, int]:
         """An elementwise function of one argument (the call-lowering entry point)."""
-        key = functions.unary_op(e)  # the operator of the function's registry record
+        key = functions.unary_op(e)  # a function that is one operator on its argument
         if key is not None:
             return self.call(key, x=self.value(e.args[0]))
         raise NotImplementedError(f"no lowering for {type(e).__name__}")
