@@ -97,7 +97,9 @@ class Ranges:
     def of(self, e: sp.Basic) -> Facts:
         got = self._memo.get(e)
         if got is None:
-            got = getattr(self, self._method(type(e)))(e)
+            got = function_range(e, self.of)
+            if got is None:
+                got = getattr(self, self._method(type(e)))(e)
             self._memo[e] = got
         return got
 
@@ -193,9 +195,5 @@ def is_positive(e, prog) -> bool:
 
 
 def is_nonneg(e, prog) -> bool:
+    """True when e >= 0 for every input allowed by the declared domains."""
     return Ranges(prog).nonneg(e)
-
-
-def is_bounded(e, prog) -> bool:
-    """True when |e| <= BOUND for every input the declared domains allow."""
-    return Ranges(prog).bounded(e)
