@@ -11,7 +11,7 @@ import numpy as np
 import sklearn
 from sklearn import metrics
 
-from casefile import case, uniform, write
+from casefile import case, normal, uniform, write
 
 LIB = f"scikit-learn {sklearn.__version__} (NumPy {np.__version__}, float64)"
 
@@ -45,6 +45,22 @@ def mape():
           "metric over all entries.", cases)
 
 
+def pinball():
+    rng = np.random.default_rng(303)
+    cases = []
+    for cid, alpha, shape in (("random_median", 0.5, (4, 5)), ("random_q0.9", 0.9, (3, 4)),
+                              ("random_q0.1", 0.1, (6,))):
+        y_true, y_pred = normal(rng, shape, 2.0), normal(rng, shape, 2.0)
+        none = np.array([metrics.mean_pinball_loss([t], [p], alpha=alpha)
+                         for t, p in zip(y_true.ravel(), y_pred.ravel())]).reshape(shape)
+        mean = metrics.mean_pinball_loss(y_true.ravel(), y_pred.ravel(), alpha=alpha)
+        cases.append(case(cid, {"alpha": alpha}, {"y_true": y_true, "y_pred": y_pred},
+                          {"none": none, "mean": mean}, {}))
+    write("pinball", LIB, "sklearn.metrics.mean_pinball_loss(y_true, y_pred, alpha=alpha), per entry for 'none'",
+          "l = alpha*max(y_true - y_pred, 0) + (1 - alpha)*max(y_pred - y_true, 0). mean = sum/numel.", cases)
+
+
 if __name__ == "__main__":
     msle()
     mape()
+    pinball()
