@@ -11,14 +11,13 @@ import os
 
 os.environ["KERAS_BACKEND"] = "jax"
 
-import jax  # noqa: E402
+import jax
 
 jax.config.update("jax_enable_x64", True)
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-
-from casefile import bits, case, normal, signs, uniform, write  # noqa: E402
+import keras
+import numpy as np
+from casefile import bits, case, normal, signs, uniform, write
 
 keras.config.set_floatx("float64")
 LIB = f"keras {keras.__version__} (JAX backend, jax {jax.__version__}), floatx float64"

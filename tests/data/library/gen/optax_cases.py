@@ -11,11 +11,10 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import optax  # noqa: E402
-
-from casefile import case, normal, uniform, write  # noqa: E402
+import jax.numpy as jnp
+import numpy as np
+import optax
+from casefile import case, normal, uniform, write
 
 LIB = f"optax {optax.__version__} (jax {jax.__version__}, x64)"
 

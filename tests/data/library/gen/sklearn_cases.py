@@ -9,9 +9,8 @@ same length).  The files have no gradients: losscc's reference evaluator supplie
 
 import numpy as np
 import sklearn
-from sklearn import metrics
-
 from casefile import case, normal, uniform, write
+from sklearn import metrics
 
 LIB = f"scikit-learn {sklearn.__version__} (NumPy {np.__version__}, float64)"
 

@@ -9,7 +9,6 @@ version gives the same bytes).
 import numpy as np
 import torch
 import torch.nn.functional as F
-
 from casefile import bits, case, normal, signs, uniform, write
 
 LIB = f"torch {torch.__version__}"
