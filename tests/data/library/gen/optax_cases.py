@@ -14,7 +14,7 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp
 import numpy as np
 import optax
-from casefile import case, normal, uniform, write
+from casefile import case, normal, signs, uniform, write
 
 LIB = f"optax {optax.__version__} (jax {jax.__version__}, x64)"
 
@@ -108,6 +108,46 @@ def cosine_distance():
           "l = 1 - sum(p*t, axis=-1) / (max(|p|, epsilon) * max(|t|, epsilon)).", cases)
 
 
+def binary_hinge():
+    rng = np.random.default_rng(406)
+    fn = optax.losses.hinge_loss
+    cases = [run(fn, {"predictor_outputs": normal(rng, (4, 5)), "targets": signs(rng, (4, 5))},
+                 ["predictor_outputs"], {}, "random_2d"),
+             run(fn, {"predictor_outputs": normal(rng, (7,), 3.0), "targets": signs(rng, (7,))},
+                 ["predictor_outputs"], {}, "random_1d")]
+    write("binary_hinge", LIB, "optax.losses.hinge_loss(predictor_outputs, targets)",
+          "l = max(0, 1 - predictor_outputs*targets) per element, targets in {-1, 1}.", cases)
+
+
+def perceptron():
+    rng = np.random.default_rng(407)
+    fn = optax.losses.perceptron_loss
+    cases = [run(fn, {"predictor_outputs": normal(rng, (4, 5)), "targets": signs(rng, (4, 5))},
+                 ["predictor_outputs"], {}, "random_2d"),
+             run(fn, {"predictor_outputs": normal(rng, (2, 3, 2), 3.0), "targets": signs(rng, (2, 3, 2))},
+                 ["predictor_outputs"], {}, "random_3d")]
+    write("perceptron", LIB, "optax.losses.perceptron_loss(predictor_outputs, targets)",
+          "l = max(0, -predictor_outputs*targets) per element, targets in {-1, 1}.", cases)
+
+
+def softmax_dice():
+    rng = np.random.default_rng(408)
+    fn = optax.losses.dice_loss
+    cases = []
+    for cid, params, (n, p, c) in (("random_dice", {"smooth": 1.0, "alpha": 0.5, "beta": 0.5}, (3, 6, 4)),
+                                   ("random_tversky", {"smooth": 0.1, "alpha": 0.7, "beta": 0.3}, (2, 8, 3)),
+                                   ("random_no_smooth", {"smooth": 1e-3, "alpha": 0.2, "beta": 0.8}, (2, 5, 3))):
+        targets = np.eye(c)[rng.integers(0, c, size=(n, p))]
+        cases.append(run(fn, {"predictions": normal(rng, (n, p, c), 2.0), "targets": targets}, ["predictions"],
+                         params, cid))
+    write("softmax_dice", LIB, "optax.losses.dice_loss(predictions, targets, smooth=smooth, alpha=alpha, "
+          "beta=beta) (apply_softmax=True, reduction='mean' over classes)",
+          "p = softmax(predictions, axis=-1); per class c, over the positions of each sample: I = sum(p*t), "
+          "dice_c = 1 - (I + smooth)/(I + alpha*(sum(p) - I) + beta*(sum(t) - I) + smooth); l_n = mean over "
+          "classes.", cases)
+
+
 if __name__ == "__main__":
-    for make in (poly_loss, generalized_kl, multiclass_hinge, multiclass_perceptron, cosine_distance):
+    for make in (poly_loss, generalized_kl, multiclass_hinge, multiclass_perceptron, cosine_distance, binary_hinge,
+                 perceptron, softmax_dice):
         make()
