@@ -9,6 +9,7 @@ The package exports the loss classes; each function is imported from its module
 
 from .bce import Bce
 from .bce_with_logits import BceWithLogits
+from .binary_hinge import BinaryHinge
 from .categorical_hinge import CategoricalHinge
 from .cosine_distance import CosineDistance
 from .cosine_embedding import CosineEmbedding
@@ -36,6 +37,7 @@ from .multiclass_hinge import MulticlassHinge
 from .multiclass_perceptron import MulticlassPerceptron
 from .multilabel_soft_margin import MultilabelSoftMargin
 from .nll import Nll
+from .perceptron import Perceptron
 from .pinball import Pinball
 from .poisson_nll import PoissonNll
 from .poly_loss import PolyLoss
@@ -43,6 +45,7 @@ from .quantize_ste import QuantizeSte
 from .sigmoid_focal import SigmoidFocal
 from .smooth_l1 import SmoothL1
 from .soft_margin import SoftMargin
+from .softmax_dice import SoftmaxDice
 from .softmax_focal import SoftmaxFocal
 from .squared_hinge import SquaredHinge
 from .tversky import Tversky
@@ -52,6 +55,7 @@ __all__ = [
     "L1",
     "Bce",
     "BceWithLogits",
+    "BinaryHinge",
     "CategoricalHinge",
     "CosineDistance",
     "CosineEmbedding",
@@ -78,6 +82,7 @@ __all__ = [
     "MulticlassPerceptron",
     "MultilabelSoftMargin",
     "Nll",
+    "Perceptron",
     "Pinball",
     "PoissonNll",
     "PolyLoss",
@@ -85,6 +90,7 @@ __all__ = [
     "SigmoidFocal",
     "SmoothL1",
     "SoftMargin",
+    "SoftmaxDice",
     "SoftmaxFocal",
     "SquaredHinge",
     "Tversky",
