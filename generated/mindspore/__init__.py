@@ -20,7 +20,6 @@ from .dice import Dice
 from .distill_hard import DistillHard
 from .focal import Focal
 from .gaussian_nll import GaussianNll
-from .generalized_kl import GeneralizedKl
 from .hinge import Hinge
 from .hinge_embedding import HingeEmbedding
 from .huber import Huber
@@ -66,7 +65,6 @@ __all__ = [
     "DistillHard",
     "Focal",
     "GaussianNll",
-    "GeneralizedKl",
     "Hinge",
     "HingeEmbedding",
     "Huber",
