@@ -9,48 +9,88 @@ The package exports the loss classes; each function is imported from its module
 
 from .bce import Bce
 from .bce_with_logits import BceWithLogits
+from .binary_hinge import BinaryHinge
+from .categorical_hinge import CategoricalHinge
+from .cosine_distance import CosineDistance
 from .cosine_embedding import CosineEmbedding
+from .cosine_similarity import CosineSimilarity
 from .cross_entropy import CrossEntropy
 from .cross_entropy_probs import CrossEntropyProbs
 from .dice import Dice
 from .distill_hard import DistillHard
 from .focal import Focal
 from .gaussian_nll import GaussianNll
+from .hinge import Hinge
+from .hinge_embedding import HingeEmbedding
 from .huber import Huber
 from .kl_div import KlDiv
+from .kld import Kld
 from .l1 import L1
 from .log_cosh import LogCosh
+from .mape import Mape
 from .margin_ranking import MarginRanking
 from .mse import Mse
+from .msle import Msle
+from .multi_margin import MultiMargin
+from .multiclass_hinge import MulticlassHinge
+from .multiclass_perceptron import MulticlassPerceptron
+from .multilabel_soft_margin import MultilabelSoftMargin
 from .nll import Nll
+from .perceptron import Perceptron
+from .pinball import Pinball
 from .poisson_nll import PoissonNll
+from .poly_loss import PolyLoss
 from .quantize_ste import QuantizeSte
 from .sigmoid_focal import SigmoidFocal
 from .smooth_l1 import SmoothL1
+from .soft_margin import SoftMargin
+from .softmax_dice import SoftmaxDice
 from .softmax_focal import SoftmaxFocal
+from .squared_hinge import SquaredHinge
+from .tversky import Tversky
 from .uncertainty_multitask import UncertaintyMultitask
 
 __all__ = [
     "L1",
     "Bce",
     "BceWithLogits",
+    "BinaryHinge",
+    "CategoricalHinge",
+    "CosineDistance",
     "CosineEmbedding",
+    "CosineSimilarity",
     "CrossEntropy",
     "CrossEntropyProbs",
     "Dice",
     "DistillHard",
     "Focal",
     "GaussianNll",
+    "Hinge",
+    "HingeEmbedding",
     "Huber",
     "KlDiv",
+    "Kld",
     "LogCosh",
+    "Mape",
     "MarginRanking",
     "Mse",
+    "Msle",
+    "MultiMargin",
+    "MulticlassHinge",
+    "MulticlassPerceptron",
+    "MultilabelSoftMargin",
     "Nll",
+    "Perceptron",
+    "Pinball",
     "PoissonNll",
+    "PolyLoss",
     "QuantizeSte",
     "SigmoidFocal",
     "SmoothL1",
+    "SoftMargin",
+    "SoftmaxDice",
     "SoftmaxFocal",
+    "SquaredHinge",
+    "Tversky",
     "UncertaintyMultitask",
 ]
