@@ -25,6 +25,19 @@ class OperatorLowering:
     subclass's, :class:`losscc.lower.Lowerer`."""
 
     # ---------------------------------------------------------------- selections
+    def static_part(self, c):
+        """The first sub-condition of `c` that :meth:`is_flag` (a Python bool) when `c` also
+        reads tensors, else None: `c` is then `s ? c[s:=True] : c[s:=False]`."""
+        if self.is_flag(c) or not isinstance(c, (sp.And, sp.Or, sp.Not, sp.ITE)):
+            return None
+        for a in c.args:
+            if self.is_flag(a):
+                return a
+            inner = self.static_part(a)
+            if inner is not None:
+                return inner
+        return None
+
     def _lower__PiecewiseConstant(self, e) -> tuple[str, int]:
         """round floor ceil sign; integer arguments are cast to the float dtype first."""
         key = functions.op_key(e)
@@ -86,7 +99,12 @@ class OperatorLowering:
 
     def _lower_Piecewise(self, e: sp.Piecewise) -> tuple[str, int]:
         pairs = list(e.args)
-        if len(pairs) == 2 and pairs[0].expr == 1 and pairs[1].expr == 0 and pairs[1].cond is sp.true:
+        for k, pair in enumerate(pairs):
+            s = self.static_part(pair.cond)
+            if s is not None:  # a condition partly on hyperparameters: decided in Python first
+                return self.emit(_split(e, k, s))
+        if (len(pairs) == 2 and pairs[0].expr == 1 and pairs[1].expr == 0 and pairs[1].cond is sp.true
+                and not self.is_flag(pairs[0].cond)):
             return self.op("cast", x=self.value(pairs[0].cond), dtype=self.dtype()), ATOM
         c0 = pairs[0].cond
         if len(pairs) == 2 and self.is_flag(c0):
@@ -137,6 +155,8 @@ class OperatorLowering:
         return var
 
     def where(self, c, a, b, y_code: str | None = None) -> str:
+        if y_code is None and self.static_part(c) is not None:
+            return self.value(sp.Piecewise((a, c), (b, True)))
         if self.is_flag(c) and y_code is None:  # a Python bool: no tensor op takes it as a condition
             branched = self.flag_branch(c, a, b)
             if branched is not None:
@@ -166,6 +186,8 @@ class OperatorLowering:
 
     def _lower_ITE(self, e) -> tuple[str, int]:  # SymPy's form of "condition on a where"
         c, a, b = e.args
+        if self.is_flag(c):  # a Python bool (a mixed condition is split where it is read)
+            return f"{self.wrap(a, TERNARY + 1)} if {self.value(c)} else {self.wrap(b, TERNARY + 1)}", TERNARY
         return self.call("where", c=self.value(c), x=self.value(a), y=self.value(b))
 
     # ---------------------------------------------------------------- tensor operators
@@ -216,3 +238,14 @@ class OperatorLowering:
             return f"{self.op(key, x=xs, axis=pos)} if {self.need(ax)} else {xs}", TERNARY
         xs = self.tensor_arg(x) if analyse(self.b.ops[key]).slots["x"].uses > 1 else self.value(x)
         return self.call(key, x=xs, axis=pos)
+
+
+def _split(e: sp.Piecewise, k: int, s) -> sp.Piecewise:
+    """`e` with the condition of its pair `k` decided on the Python bool `s`:
+    ``Piecewise((e[s:=True], s), (e[s:=False], True))``; SymPy drops the pairs whose
+    condition becomes False and stops at the first that becomes True."""
+    c = e.args[k].cond
+    pairs = [(p.expr, p.cond) for p in e.args]
+    on = sp.Piecewise(*pairs[:k], (pairs[k][0], c.xreplace({s: sp.true})), *pairs[k + 1:])
+    off = sp.Piecewise(*pairs[:k], (pairs[k][0], c.xreplace({s: sp.false})), *pairs[k + 1:])
+    return sp.Piecewise((on, s), (off, True))
