@@ -14,7 +14,7 @@ import re
 import sympy as sp
 
 from . import functions, ir
-from .operands import ATOM, CMP, TERNARY, analyse
+from .operands import ATOM, CMP, MUL, TERNARY, analyse
 from .shapes import canonical_shape, pos_expr
 
 _NUMBER = re.compile(r"-?(\d+\.?\d*(e[-+]?\d+)?|inf)")
@@ -46,6 +46,10 @@ class OperatorLowering:
         if t.dtype == "int" and self.scalar_like(x):  # an integer parameter: a Python int
             v = self.wrap(x, CMP + 1)
             return (f"(({v} > 0) - ({v} < 0))", ATOM) if key == "sign" else (v, self.emit(x)[1])
+        if self._python_number(x):  # of hyperparameters held as Python numbers: no tensor op
+            v = self.wrap(x, MUL + 1)
+            return {"sign": f"(({v} > 0) - ({v} < 0))", "floor": f"({v} // 1)", "ceil": f"(-(-{v} // 1))",
+                    "round": f"round({self.value(x)})"}[key], ATOM
         code = self.value(x)
         if t.dtype == "int":
             code = self.op("cast", x=code, dtype=self.dtype())
@@ -76,7 +80,14 @@ class OperatorLowering:
                 code = self.op(pair, x=code, y=self.value(other))
         return code, ATOM
 
+    def _python_number(self, e) -> bool:
+        """A value of hyperparameters alone that the generated code holds as a Python number."""
+        params = {self.prog.symbols[p.name] for p in self.prog.spec.params}
+        return bool(e.free_symbols) and e.free_symbols <= params and self.scalar_like(e)
+
     def _select_fold(self, e, args) -> str:
+        if all(a.is_Number or self._python_number(a) for a in args):  # Python numbers: Python's max/min
+            return f"{'max' if isinstance(e, sp.Max) else 'min'}({', '.join(self.value(a) for a in args)})"
         rel = ">=" if isinstance(e, sp.Max) else "<="
         code = self.value(args[0])
         first_scalar = self.scalar_like(args[0])

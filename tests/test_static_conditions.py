@@ -40,6 +40,8 @@ FORMULAS = {
     "mixed_or": "where(p != 2 or x > 0, x**2, -x)",
     "mixed_piecewise": "Piecewise((x, b & (x > 0)), (2 * x, (p == 2) | (x < -0.5)), (x**3, True))",
     "mixed_not": "where(not (b and x > 0), x, 2 * x)",
+    "max_min": "x * max(p, 2) + min(p, 2, 3 * p - 4) * x**2 + x * max(1.5, p / 2)",
+    "sign_floor_ceil": "x * sign(p - 2) + floor(p / 2) * x**2 + ceil(p / 2) * x + round(p / 2 + 0.25) * x**3",
 }
 
 PARAMS = [dict(p=p, b=b) for p, b in itertools.product((1, 2, 3), (True, False))]
@@ -67,11 +69,14 @@ def test_static_conditions_match_the_reference(key, tmp_path):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("key", ["relation", "relation_scalars", "and_or_not", "piecewise"])
+@pytest.mark.parametrize("key", ["relation", "relation_scalars", "and_or_not", "piecewise", "max_min",
+                                 "sign_floor_ceil"])
 def test_static_condition_is_no_tensor_select(key, backend):
-    """A condition on hyperparameters alone never reaches a tensor op (where, cast, logical_*)."""
+    """A condition on hyperparameters alone never reaches a tensor op (where, cast, logical_*),
+    nor does a selection of them (max, min, sign, floor, ceil, round)."""
     body = _loss_statements(compile_spec(_spec(key), get(backend)))
-    assert not re.search(r"\b(where|logical_and|logical_or|logical_not|cast)\(", body), body
+    assert not re.search(r"\b(where|logical_and|logical_or|logical_not|cast|full|full_like|sign|floor|ceil)\(",
+                         body), body
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
