@@ -167,7 +167,7 @@ class OperatorLowering:
 
     def where(self, c, a, b, y_code: str | None = None) -> str:
         if y_code is None and self.static_part(c) is not None:
-            return self.value(sp.Piecewise((a, c), (b, True)))
+            return self.value(sp.Piecewise((a, c), (b, True), evaluate=False))
         if self.is_flag(c) and y_code is None:  # a Python bool: no tensor op takes it as a condition
             branched = self.flag_branch(c, a, b)
             if branched is not None:
@@ -253,10 +253,23 @@ class OperatorLowering:
 
 def _split(e: sp.Piecewise, k: int, s) -> sp.Piecewise:
     """`e` with the condition of its pair `k` decided on the Python bool `s`:
-    ``Piecewise((e[s:=True], s), (e[s:=False], True))``; SymPy drops the pairs whose
-    condition becomes False and stops at the first that becomes True."""
-    c = e.args[k].cond
+    ``Piecewise((e[s:=True], s), (e[s:=False], True))``, each side without the pairs whose
+    condition became False and cut after the first that became True (built unevaluated:
+    SymPy's own folding of Piecewise is not bounded)."""
     pairs = [(p.expr, p.cond) for p in e.args]
-    on = sp.Piecewise(*pairs[:k], (pairs[k][0], c.xreplace({s: sp.true})), *pairs[k + 1:])
-    off = sp.Piecewise(*pairs[:k], (pairs[k][0], c.xreplace({s: sp.false})), *pairs[k + 1:])
-    return sp.Piecewise((on, s), (off, True))
+    c = pairs[k][1]
+    return sp.Piecewise((_decided(pairs, k, c.xreplace({s: sp.true})), s),
+                        (_decided(pairs, k, c.xreplace({s: sp.false})), True), evaluate=False)
+
+
+def _decided(pairs: list, k: int, cond):
+    out = []
+    for expr, c in pairs[:k] + [(pairs[k][0], cond)] + pairs[k + 1:]:
+        if c is sp.false:
+            continue
+        out.append((expr, c))
+        if c is sp.true:
+            break
+    if not out:  # no pair can hold: the Piecewise is undefined, as its last pair's
+        out = [pairs[-1]]
+    return out[0][0] if out[0][1] is sp.true else sp.Piecewise(*out, evaluate=False)
