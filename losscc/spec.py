@@ -60,6 +60,7 @@ class Input:
     broadcast: str = ""            # "right": any shape that broadcasts to `shape` (NumPy rules);
                                    # "left": missing trailing axes are added first (torch var rule)
     doc: str = ""
+    scalar: bool = False           # a number is accepted too: the same value everywhere
     loc: Location = Location()
 
 
@@ -137,6 +138,7 @@ class Spec:
     source_sha256: str = ""
     name_loc: Location = Location()
     overrides: tuple[tuple[str, str], ...] = ()   # command-line options that changed the guards
+    dropin: tuple = ()             # losscc.dropin.DropIn per backend: the built-ins it stands in for
 
     @property
     def class_name(self) -> str:
@@ -235,8 +237,8 @@ def check_identifier(name: Any) -> str | None:
 # --------------------------------------------------------------------------- fields
 
 TOP_FIELDS = ("name", "summary", "description", "inputs", "params", "learnable", "formula",
-              "reduction", "reductions", "guards", "cases", "references")
-INPUT_FIELDS = ("dtype", "shape", "domain", "optional", "default", "ignore", "broadcast", "doc")
+              "reduction", "reductions", "guards", "cases", "references", "dropin")
+INPUT_FIELDS = ("dtype", "shape", "domain", "optional", "default", "ignore", "broadcast", "scalar", "doc")
 PARAM_FIELDS = ("default", "min", "max", "doc")
 LEARNABLE_FIELDS = ("shape", "init", "doc")
 GUARD_FIELDS = ("clip", "eps", "upcast")
@@ -535,13 +537,18 @@ def _build(root: _Node, text: str, path: str, sha256: str, out: Collector) -> Sp
     cases = _cases(r, top.get("cases"), path) if "cases" in top else []
     _check_cases(out, cases, inputs, params, reductions)
     references = _references(r, top.get("references"), path) if "references" in top else []
+    dropin = ()
+    if "dropin" in top:
+        from . import backends, dropin as _dropin
+
+        dropin = tuple(_dropin.parse(r, top["dropin"], name, inputs, params, learnable, backends.names()))
 
     return Spec(
         name=name, summary=(summary or "").strip(), description=description.strip(),
         inputs=tuple(inputs), params=tuple(params), learnable=tuple(learnable),
         bindings=tuple(bindings), reductions=tuple(reductions),
         default_reduction=default_reduction, guards=guards, cases=tuple(cases),
-        references=tuple(references), path=path, source_sha256=sha256,
+        references=tuple(references), path=path, source_sha256=sha256, dropin=dropin,
         name_loc=Location(path, top["name"].line, top["name"].col) if "name" in top else Location(path, 1, 1),
     )
 
@@ -676,6 +683,12 @@ def _input(r: _Reader, node: _Node, key: str, where: str, axes_seen: list[str],
                       did_you_mean(v, ints))
             else:
                 result["ignore"] = v
+    if "scalar" in fields:
+        v = r.boolean(fields["scalar"], f"{where}.scalar")
+        if v and not (result.get("optional") and dtype == "float"):
+            r.err(fields["scalar"], "E170", f"{where}.scalar: only an optional float input can accept a number")
+        elif v is not None:
+            result["scalar"] = v
     if "doc" in fields:
         result["doc"] = (r.string(fields["doc"], f"{where}.doc") or "").strip()
     return result

@@ -105,6 +105,8 @@ BACKEND = Backend(
         "shape": "_shape({x})",
         "dtype_of": "{x}.dtype",
         "half_dtypes": "(paddle.float16, paddle.bfloat16)",
+        "float_dtypes": "(paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)",
+        "int_dtypes": "(paddle.int32, paddle.int64)",
         "float32": "'float32'",
     }),
     helpers=_freeze({**{key: _LOGSUMEXP for key in ("logsumexp", "log_softmax", "gather_log_softmax")},
