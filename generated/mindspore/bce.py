@@ -46,6 +46,46 @@ def _check(reduction):
         )
 
 
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+_INTS = (ms.int32, ms.int64)
+
+
+def _check_inputs(input, target, weight):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise ValueError(
+            "bce: input must be a float tensor; received: " + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "bce: input must be a float tensor; received: " + f"{input.dtype}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise ValueError(
+            "bce: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS:
+        raise ValueError(
+            "bce: target must be a float tensor; received: " + f"{target.dtype}"
+        )
+    if len(target.shape) != len(input.shape):
+        raise ValueError(
+            "bce: target must be of the rank of input; received: "
+            + f"ranks {len(target.shape)} and {len(input.shape)}"
+        )
+    if weight is not None:
+        if isinstance(weight, (list, tuple, int, float)):
+            raise ValueError(
+                "bce: weight must be a float tensor; received: "
+                + f"{type(weight).__name__}"
+            )
+        if weight.dtype not in _FLOATS:
+            raise ValueError(
+                "bce: weight must be a float tensor; received: " + f"{weight.dtype}"
+            )
+
+
 def _log1p(x):
     """log(1 + x), accurate near 0 in float64: log(1 + x) * x / ((1 + x) - 1), and x where
     1 + x rounds to 1 (the CPU kernel computes log(1 + x))."""
@@ -72,6 +112,7 @@ def bce(input, target, weight=None, *, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
@@ -130,4 +171,4 @@ class Bce(nn.LossBase):
         self.reduction = reduction
 
     def construct(self, input, target, weight=None):
-        return bce(input, target, weight, reduction=self.reduction)
+        return bce(input, target, weight=weight, reduction=self.reduction)

@@ -36,6 +36,76 @@ def _check(reduction):
         )
 
 
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+_INTS = (ms.int32, ms.int64)
+
+
+def _check_inputs(input, target, weight, pos_weight):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise ValueError(
+            "bce_with_logits: input must be a float tensor; received: "
+            + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "bce_with_logits: input must be a float tensor; received: "
+            + f"{input.dtype}"
+        )
+    if len(input.shape) < 1:
+        raise ValueError(
+            "bce_with_logits: input must be of shape [*B, C]; received: "
+            + f"rank {len(input.shape)}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise ValueError(
+            "bce_with_logits: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS:
+        raise ValueError(
+            "bce_with_logits: target must be a float tensor; received: "
+            + f"{target.dtype}"
+        )
+    if len(target.shape) < 1:
+        raise ValueError(
+            "bce_with_logits: target must be of shape [*B, C]; received: "
+            + f"rank {len(target.shape)}"
+        )
+    if len(target.shape) != len(input.shape):
+        raise ValueError(
+            "bce_with_logits: target must be of the rank of input; received: "
+            + f"ranks {len(target.shape)} and {len(input.shape)}"
+        )
+    if weight is not None:
+        if isinstance(weight, (list, tuple, int, float)):
+            raise ValueError(
+                "bce_with_logits: weight must be a float tensor; received: "
+                + f"{type(weight).__name__}"
+            )
+        if weight.dtype not in _FLOATS:
+            raise ValueError(
+                "bce_with_logits: weight must be a float tensor; received: "
+                + f"{weight.dtype}"
+            )
+    if pos_weight is not None:
+        if isinstance(pos_weight, (list, tuple, int, float)):
+            raise ValueError(
+                "bce_with_logits: pos_weight must be a float tensor; received: "
+                + f"{type(pos_weight).__name__}"
+            )
+        if pos_weight.dtype not in _FLOATS:
+            raise ValueError(
+                "bce_with_logits: pos_weight must be a float tensor; received: "
+                + f"{pos_weight.dtype}"
+            )
+        if len(pos_weight.shape) != 1:
+            raise ValueError(
+                "bce_with_logits: pos_weight must be of shape [C]; received: "
+                + f"rank {len(pos_weight.shape)}"
+            )
+
+
 def _softplus(x):
     """log(1 + exp(x)) without overflow; gradient sigmoid(x), also at x = 0."""
     if x.dtype == ms.float32:
@@ -63,6 +133,7 @@ def bce_with_logits(input, target, weight=None, pos_weight=None, *, reduction="m
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    _check_inputs(input, target, weight, pos_weight)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
@@ -118,5 +189,9 @@ class BceWithLogits(nn.LossBase):
 
     def construct(self, input, target, weight=None, pos_weight=None):
         return bce_with_logits(
-            input, target, weight, pos_weight, reduction=self.reduction
+            input,
+            target,
+            weight=weight,
+            pos_weight=pos_weight,
+            reduction=self.reduction,
         )

@@ -65,6 +65,59 @@ def _check(ignore_index, label_smoothing, reduction):
         )
 
 
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+_INTS = (ms.int32, ms.int64)
+
+
+def _check_inputs(input, target, weight):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise ValueError(
+            "cross_entropy: input must be a float tensor; received: "
+            + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "cross_entropy: input must be a float tensor; received: " + f"{input.dtype}"
+        )
+    if len(input.shape) < 2:
+        raise ValueError(
+            "cross_entropy: input must be of shape [N, C, *D]; received: "
+            + f"rank {len(input.shape)}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise ValueError(
+            "cross_entropy: target must be an int tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _INTS:
+        raise ValueError(
+            "cross_entropy: target must be an int32 or int64 tensor; received: "
+            + f"{target.dtype}"
+        )
+    if len(target.shape) < 1:
+        raise ValueError(
+            "cross_entropy: target must be of shape [N, *D]; received: "
+            + f"rank {len(target.shape)}"
+        )
+    if weight is not None:
+        if isinstance(weight, (list, tuple, int, float)):
+            raise ValueError(
+                "cross_entropy: weight must be a float tensor; received: "
+                + f"{type(weight).__name__}"
+            )
+        if weight.dtype not in _FLOATS:
+            raise ValueError(
+                "cross_entropy: weight must be a float tensor; received: "
+                + f"{weight.dtype}"
+            )
+        if len(weight.shape) != 1:
+            raise ValueError(
+                "cross_entropy: weight must be of shape [C]; received: "
+                + f"rank {len(weight.shape)}"
+            )
+
+
 def cross_entropy(
     input,
     target,
@@ -93,6 +146,7 @@ def cross_entropy(
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(ignore_index, label_smoothing, reduction)
+    _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
@@ -157,7 +211,7 @@ class CrossEntropy(nn.LossBase):
         return cross_entropy(
             input,
             target,
-            weight,
+            weight=weight,
             ignore_index=self.ignore_index,
             label_smoothing=self.label_smoothing,
             reduction=self.reduction,

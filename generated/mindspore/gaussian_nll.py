@@ -50,6 +50,47 @@ def _check(full, eps, reduction):
         )
 
 
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+_INTS = (ms.int32, ms.int64)
+
+
+def _check_inputs(input, target, var):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise ValueError(
+            "gaussian_nll: input must be a float tensor; received: "
+            + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "gaussian_nll: input must be a float tensor; received: " + f"{input.dtype}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise ValueError(
+            "gaussian_nll: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS:
+        raise ValueError(
+            "gaussian_nll: target must be a float tensor; received: "
+            + f"{target.dtype}"
+        )
+    if len(target.shape) != len(input.shape):
+        raise ValueError(
+            "gaussian_nll: target must be of the rank of input; received: "
+            + f"ranks {len(target.shape)} and {len(input.shape)}"
+        )
+    if isinstance(var, (list, tuple, int, float)):
+        raise ValueError(
+            "gaussian_nll: var must be a float tensor; received: "
+            + f"{type(var).__name__}"
+        )
+    if var.dtype not in _FLOATS:
+        raise ValueError(
+            "gaussian_nll: var must be a float tensor; received: " + f"{var.dtype}"
+        )
+
+
 def gaussian_nll(input, target, var, *, full=False, eps=1e-06, reduction="mean"):
     """Gaussian negative log-likelihood, as torch.nn.functional.gaussian_nll_loss.
 
@@ -66,6 +107,7 @@ def gaussian_nll(input, target, var, *, full=False, eps=1e-06, reduction="mean")
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(full, eps, reduction)
+    _check_inputs(input, target, var)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype

@@ -44,6 +44,47 @@ def _check(log_target, reduction):
         )
 
 
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+_INTS = (ms.int32, ms.int64)
+
+
+def _check_inputs(input, target):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise ValueError(
+            "kl_div: input must be a float tensor; received: "
+            + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "kl_div: input must be a float tensor; received: " + f"{input.dtype}"
+        )
+    if len(input.shape) < 1:
+        raise ValueError(
+            "kl_div: input must be of shape [N, *D]; received: "
+            + f"rank {len(input.shape)}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise ValueError(
+            "kl_div: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS:
+        raise ValueError(
+            "kl_div: target must be a float tensor; received: " + f"{target.dtype}"
+        )
+    if len(target.shape) < 1:
+        raise ValueError(
+            "kl_div: target must be of shape [N, *D]; received: "
+            + f"rank {len(target.shape)}"
+        )
+    if len(target.shape) != len(input.shape):
+        raise ValueError(
+            "kl_div: target must be of the rank of input; received: "
+            + f"ranks {len(target.shape)} and {len(input.shape)}"
+        )
+
+
 def kl_div(input, target, *, log_target=False, reduction="mean"):
     """Kullback-Leibler divergence, as torch.nn.functional.kl_div.
 
@@ -59,6 +100,7 @@ def kl_div(input, target, *, log_target=False, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(log_target, reduction)
+    _check_inputs(input, target)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype

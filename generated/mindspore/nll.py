@@ -46,6 +46,56 @@ def _check(ignore_index, reduction):
         )
 
 
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+_INTS = (ms.int32, ms.int64)
+
+
+def _check_inputs(input, target, weight):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise ValueError(
+            "nll: input must be a float tensor; received: " + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "nll: input must be a float tensor; received: " + f"{input.dtype}"
+        )
+    if len(input.shape) < 2:
+        raise ValueError(
+            "nll: input must be of shape [N, C, *D]; received: "
+            + f"rank {len(input.shape)}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise ValueError(
+            "nll: target must be an int tensor; received: " + f"{type(target).__name__}"
+        )
+    if target.dtype not in _INTS:
+        raise ValueError(
+            "nll: target must be an int32 or int64 tensor; received: "
+            + f"{target.dtype}"
+        )
+    if len(target.shape) < 1:
+        raise ValueError(
+            "nll: target must be of shape [N, *D]; received: "
+            + f"rank {len(target.shape)}"
+        )
+    if weight is not None:
+        if isinstance(weight, (list, tuple, int, float)):
+            raise ValueError(
+                "nll: weight must be a float tensor; received: "
+                + f"{type(weight).__name__}"
+            )
+        if weight.dtype not in _FLOATS:
+            raise ValueError(
+                "nll: weight must be a float tensor; received: " + f"{weight.dtype}"
+            )
+        if len(weight.shape) != 1:
+            raise ValueError(
+                "nll: weight must be of shape [C]; received: "
+                + f"rank {len(weight.shape)}"
+            )
+
+
 def nll(input, target, weight=None, *, ignore_index=-100, reduction="mean"):
     """Negative log-likelihood of log-probabilities, as torch.nn.functional.nll_loss.
 
@@ -64,6 +114,7 @@ def nll(input, target, weight=None, *, ignore_index=-100, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(ignore_index, reduction)
+    _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
@@ -120,7 +171,7 @@ class Nll(nn.LossBase):
         return nll(
             input,
             target,
-            weight,
+            weight=weight,
             ignore_index=self.ignore_index,
             reduction=self.reduction,
         )

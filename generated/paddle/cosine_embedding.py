@@ -52,6 +52,59 @@ def _check(margin, reduction):
         )
 
 
+_FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+_INTS = (paddle.int32, paddle.int64)
+
+
+def _check_inputs(input1, input2, target):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input1, (list, tuple, int, float)):
+        raise ValueError(
+            "cosine_embedding: input1 must be a float tensor; received: "
+            + f"{type(input1).__name__}"
+        )
+    if input1.dtype not in _FLOATS:
+        raise ValueError(
+            "cosine_embedding: input1 must be a float tensor; received: "
+            + f"{input1.dtype}"
+        )
+    if len(input1.shape) < 1:
+        raise ValueError(
+            "cosine_embedding: input1 must be of shape [*B, D]; received: "
+            + f"rank {len(input1.shape)}"
+        )
+    if isinstance(input2, (list, tuple, int, float)):
+        raise ValueError(
+            "cosine_embedding: input2 must be a float tensor; received: "
+            + f"{type(input2).__name__}"
+        )
+    if input2.dtype not in _FLOATS:
+        raise ValueError(
+            "cosine_embedding: input2 must be a float tensor; received: "
+            + f"{input2.dtype}"
+        )
+    if len(input2.shape) < 1:
+        raise ValueError(
+            "cosine_embedding: input2 must be of shape [*B, D]; received: "
+            + f"rank {len(input2.shape)}"
+        )
+    if len(input2.shape) != len(input1.shape):
+        raise ValueError(
+            "cosine_embedding: input2 must be of the rank of input1; received: "
+            + f"ranks {len(input2.shape)} and {len(input1.shape)}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise ValueError(
+            "cosine_embedding: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS + _INTS:
+        raise ValueError(
+            "cosine_embedding: target must be a float, int32 or int64 tensor; received: "
+            + f"{target.dtype}"
+        )
+
+
 def _shape(x):
     """x's shape as a tuple, with sizes unknown until run time read as tensors.
 
@@ -81,6 +134,9 @@ def cosine_embedding(input1, input2, target, *, margin=0.0, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(margin, reduction)
+    _check_inputs(input1, input2, target)
+    if target.dtype in _INTS:
+        target = paddle.cast(target, input1.dtype)
     in_dtype = input1.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype

@@ -48,6 +48,47 @@ def _check(delta, reduction):
         )
 
 
+_FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+_INTS = (paddle.int32, paddle.int64)
+
+
+def _check_inputs(input, target, weight):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise ValueError(
+            "huber: input must be a float tensor; received: "
+            + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "huber: input must be a float tensor; received: " + f"{input.dtype}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise ValueError(
+            "huber: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS:
+        raise ValueError(
+            "huber: target must be a float tensor; received: " + f"{target.dtype}"
+        )
+    if len(target.shape) != len(input.shape):
+        raise ValueError(
+            "huber: target must be of the rank of input; received: "
+            + f"ranks {len(target.shape)} and {len(input.shape)}"
+        )
+    if weight is not None:
+        if isinstance(weight, (list, tuple, int, float)):
+            raise ValueError(
+                "huber: weight must be a float tensor; received: "
+                + f"{type(weight).__name__}"
+            )
+        if weight.dtype not in _FLOATS:
+            raise ValueError(
+                "huber: weight must be a float tensor; received: " + f"{weight.dtype}"
+            )
+
+
 def huber(input, target, weight=None, *, delta=1.0, reduction="mean"):
     """Huber loss, quadratic near zero and linear beyond delta.
 
@@ -63,6 +104,7 @@ def huber(input, target, weight=None, *, delta=1.0, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(delta, reduction)
+    _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
@@ -110,4 +152,6 @@ class Huber(nn.Layer):
         self.reduction = reduction
 
     def forward(self, input, target, weight=None):
-        return huber(input, target, weight, delta=self.delta, reduction=self.reduction)
+        return huber(
+            input, target, weight=weight, delta=self.delta, reduction=self.reduction
+        )

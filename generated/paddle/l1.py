@@ -33,6 +33,45 @@ def _check(reduction):
         )
 
 
+_FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+_INTS = (paddle.int32, paddle.int64)
+
+
+def _check_inputs(input, target, weight):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise ValueError(
+            "l1: input must be a float tensor; received: " + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "l1: input must be a float tensor; received: " + f"{input.dtype}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise ValueError(
+            "l1: target must be a float tensor; received: " + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS:
+        raise ValueError(
+            "l1: target must be a float tensor; received: " + f"{target.dtype}"
+        )
+    if len(target.shape) != len(input.shape):
+        raise ValueError(
+            "l1: target must be of the rank of input; received: "
+            + f"ranks {len(target.shape)} and {len(input.shape)}"
+        )
+    if weight is not None:
+        if isinstance(weight, (list, tuple, int, float)):
+            raise ValueError(
+                "l1: weight must be a float tensor; received: "
+                + f"{type(weight).__name__}"
+            )
+        if weight.dtype not in _FLOATS:
+            raise ValueError(
+                "l1: weight must be a float tensor; received: " + f"{weight.dtype}"
+            )
+
+
 def _shape(x):
     """x's shape as a tuple, with sizes unknown until run time read as tensors.
 
@@ -62,6 +101,7 @@ def l1(input, target, weight=None, *, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
@@ -102,4 +142,4 @@ class L1(nn.Layer):
         self.reduction = reduction
 
     def forward(self, input, target, weight=None):
-        return l1(input, target, weight, reduction=self.reduction)
+        return l1(input, target, weight=weight, reduction=self.reduction)

@@ -36,6 +36,54 @@ def _check(margin, reduction):
         )
 
 
+_FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+_INTS = (paddle.int32, paddle.int64)
+
+
+def _check_inputs(input1, input2, target):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input1, (list, tuple, int, float)):
+        raise ValueError(
+            "margin_ranking: input1 must be a float tensor; received: "
+            + f"{type(input1).__name__}"
+        )
+    if input1.dtype not in _FLOATS:
+        raise ValueError(
+            "margin_ranking: input1 must be a float tensor; received: "
+            + f"{input1.dtype}"
+        )
+    if isinstance(input2, (list, tuple, int, float)):
+        raise ValueError(
+            "margin_ranking: input2 must be a float tensor; received: "
+            + f"{type(input2).__name__}"
+        )
+    if input2.dtype not in _FLOATS:
+        raise ValueError(
+            "margin_ranking: input2 must be a float tensor; received: "
+            + f"{input2.dtype}"
+        )
+    if len(input2.shape) != len(input1.shape):
+        raise ValueError(
+            "margin_ranking: input2 must be of the rank of input1; received: "
+            + f"ranks {len(input2.shape)} and {len(input1.shape)}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise ValueError(
+            "margin_ranking: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS + _INTS:
+        raise ValueError(
+            "margin_ranking: target must be a float, int32 or int64 tensor; received: "
+            + f"{target.dtype}"
+        )
+    if len(target.shape) != len(input1.shape):
+        raise ValueError(
+            "margin_ranking: target must be of the rank of input1; received: "
+            + f"ranks {len(target.shape)} and {len(input1.shape)}"
+        )
+
+
 def margin_ranking(input1, input2, target, *, margin=0.0, reduction="mean"):
     """Margin ranking loss, as torch.nn.functional.margin_ranking_loss.
 
@@ -51,6 +99,9 @@ def margin_ranking(input1, input2, target, *, margin=0.0, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(margin, reduction)
+    _check_inputs(input1, input2, target)
+    if target.dtype in _INTS:
+        target = paddle.cast(target, input1.dtype)
     in_dtype = input1.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype

@@ -60,6 +60,37 @@ def _check(log_input, full, eps, reduction):
         )
 
 
+_FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+_INTS = (paddle.int32, paddle.int64)
+
+
+def _check_inputs(input, target):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise ValueError(
+            "poisson_nll: input must be a float tensor; received: "
+            + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "poisson_nll: input must be a float tensor; received: " + f"{input.dtype}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise ValueError(
+            "poisson_nll: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS:
+        raise ValueError(
+            "poisson_nll: target must be a float tensor; received: " + f"{target.dtype}"
+        )
+    if len(target.shape) != len(input.shape):
+        raise ValueError(
+            "poisson_nll: target must be of the rank of input; received: "
+            + f"ranks {len(target.shape)} and {len(input.shape)}"
+        )
+
+
 def poisson_nll(
     input, target, *, log_input=True, full=False, eps=1e-08, reduction="mean"
 ):
@@ -78,6 +109,7 @@ def poisson_nll(
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(log_input, full, eps, reduction)
+    _check_inputs(input, target)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
