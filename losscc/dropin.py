@@ -238,13 +238,13 @@ def input_constants(spec, backend) -> list[str]:
 
 
 def input_checks(spec, backend) -> list[str]:
-    """The body of ``_check_inputs``: lists and numbers, dtypes, ranks, as ValueErrors."""
+    """The body of ``_check_inputs``: a list or number is a TypeError, a dtype or rank a ValueError."""
     out = []
     seen_shapes: dict[tuple, str] = {}
 
-    def fail(cond: str, pad: str, name: str, must: str, received: str) -> None:
+    def fail(cond: str, pad: str, name: str, must: str, received: str, error: str = "ValueError") -> None:
         out.append(f"{pad}if {cond}:")
-        out.append(f"{pad}    raise ValueError(\"{spec.name}: {name} must be {must}; received: \" + f\"{received}\")")
+        out.append(f"{pad}    raise {error}(\"{spec.name}: {name} must be {must}; received: \" + f\"{received}\")")
 
     for inp in spec.inputs:
         n = inp.name
@@ -256,7 +256,7 @@ def input_checks(spec, backend) -> list[str]:
         kind = "a float" if inp.dtype == "float" else "an int"
         numbers = "(list, tuple)" if scalar else "(list, tuple, int, float)"
         what = f"{kind} tensor" + (" or a number" if scalar else "")
-        fail(f"isinstance({n}, {numbers})", pad, n, what, f"{{type({n}).__name__}}")
+        fail(f"isinstance({n}, {numbers})", pad, n, what, f"{{type({n}).__name__}}", "TypeError")
         guard = f"not isinstance({n}, (int, float)) and " if scalar else ""
         if inp.dtype == "float":
             allowed = FLOATS if not _integer_set(inp) else f"{FLOATS} + {INTS}"

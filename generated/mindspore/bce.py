@@ -53,7 +53,7 @@ _INTS = (ms.int32, ms.int64)
 def _check_inputs(input, target, weight):
     """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
     if isinstance(input, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "bce: input must be a float tensor; received: " + f"{type(input).__name__}"
         )
     if input.dtype not in _FLOATS:
@@ -61,7 +61,7 @@ def _check_inputs(input, target, weight):
             "bce: input must be a float tensor; received: " + f"{input.dtype}"
         )
     if isinstance(target, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "bce: target must be a float tensor; received: "
             + f"{type(target).__name__}"
         )
@@ -76,7 +76,7 @@ def _check_inputs(input, target, weight):
         )
     if weight is not None:
         if isinstance(weight, (list, tuple, int, float)):
-            raise ValueError(
+            raise TypeError(
                 "bce: weight must be a float tensor; received: "
                 + f"{type(weight).__name__}"
             )

@@ -43,7 +43,7 @@ _INTS = (ms.int32, ms.int64)
 def _check_inputs(input, target, weight, pos_weight):
     """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
     if isinstance(input, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "bce_with_logits: input must be a float tensor; received: "
             + f"{type(input).__name__}"
         )
@@ -58,7 +58,7 @@ def _check_inputs(input, target, weight, pos_weight):
             + f"rank {len(input.shape)}"
         )
     if isinstance(target, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "bce_with_logits: target must be a float tensor; received: "
             + f"{type(target).__name__}"
         )
@@ -79,7 +79,7 @@ def _check_inputs(input, target, weight, pos_weight):
         )
     if weight is not None:
         if isinstance(weight, (list, tuple, int, float)):
-            raise ValueError(
+            raise TypeError(
                 "bce_with_logits: weight must be a float tensor; received: "
                 + f"{type(weight).__name__}"
             )
@@ -90,7 +90,7 @@ def _check_inputs(input, target, weight, pos_weight):
             )
     if pos_weight is not None:
         if isinstance(pos_weight, (list, tuple, int, float)):
-            raise ValueError(
+            raise TypeError(
                 "bce_with_logits: pos_weight must be a float tensor; received: "
                 + f"{type(pos_weight).__name__}"
             )

@@ -57,7 +57,7 @@ _INTS = (ms.int32, ms.int64)
 def _check_inputs(input, target, weight):
     """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
     if isinstance(input, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "cross_entropy_probs: input must be a float tensor; received: "
             + f"{type(input).__name__}"
         )
@@ -72,7 +72,7 @@ def _check_inputs(input, target, weight):
             + f"rank {len(input.shape)}"
         )
     if isinstance(target, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "cross_entropy_probs: target must be a float tensor; received: "
             + f"{type(target).__name__}"
         )
@@ -93,7 +93,7 @@ def _check_inputs(input, target, weight):
         )
     if weight is not None:
         if isinstance(weight, (list, tuple, int, float)):
-            raise ValueError(
+            raise TypeError(
                 "cross_entropy_probs: weight must be a float tensor; received: "
                 + f"{type(weight).__name__}"
             )

@@ -48,7 +48,7 @@ _INTS = (ms.int32, ms.int64)
 def _check_inputs(probs, target):
     """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
     if isinstance(probs, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "dice: probs must be a float tensor; received: " + f"{type(probs).__name__}"
         )
     if probs.dtype not in _FLOATS:
@@ -61,7 +61,7 @@ def _check_inputs(probs, target):
             + f"rank {len(probs.shape)}"
         )
     if isinstance(target, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "dice: target must be a float tensor; received: "
             + f"{type(target).__name__}"
         )

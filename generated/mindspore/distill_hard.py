@@ -45,7 +45,7 @@ _INTS = (ms.int32, ms.int64)
 def _check_inputs(student, teacher):
     """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
     if isinstance(student, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "distill_hard: student must be a float tensor; received: "
             + f"{type(student).__name__}"
         )
@@ -60,7 +60,7 @@ def _check_inputs(student, teacher):
             + f"rank {len(student.shape)}"
         )
     if isinstance(teacher, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "distill_hard: teacher must be a float tensor; received: "
             + f"{type(teacher).__name__}"
         )

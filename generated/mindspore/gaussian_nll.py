@@ -57,7 +57,7 @@ _INTS = (ms.int32, ms.int64)
 def _check_inputs(input, target, var):
     """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
     if isinstance(input, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "gaussian_nll: input must be a float tensor; received: "
             + f"{type(input).__name__}"
         )
@@ -66,7 +66,7 @@ def _check_inputs(input, target, var):
             "gaussian_nll: input must be a float tensor; received: " + f"{input.dtype}"
         )
     if isinstance(target, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "gaussian_nll: target must be a float tensor; received: "
             + f"{type(target).__name__}"
         )
@@ -81,7 +81,7 @@ def _check_inputs(input, target, var):
             + f"ranks {len(target.shape)} and {len(input.shape)}"
         )
     if isinstance(var, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "gaussian_nll: var must be a float tensor; received: "
             + f"{type(var).__name__}"
         )

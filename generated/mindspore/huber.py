@@ -55,7 +55,7 @@ _INTS = (ms.int32, ms.int64)
 def _check_inputs(input, target, weight):
     """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
     if isinstance(input, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "huber: input must be a float tensor; received: "
             + f"{type(input).__name__}"
         )
@@ -64,7 +64,7 @@ def _check_inputs(input, target, weight):
             "huber: input must be a float tensor; received: " + f"{input.dtype}"
         )
     if isinstance(target, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "huber: target must be a float tensor; received: "
             + f"{type(target).__name__}"
         )
@@ -79,7 +79,7 @@ def _check_inputs(input, target, weight):
         )
     if weight is not None:
         if isinstance(weight, (list, tuple, int, float)):
-            raise ValueError(
+            raise TypeError(
                 "huber: weight must be a float tensor; received: "
                 + f"{type(weight).__name__}"
             )

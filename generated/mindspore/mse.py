@@ -40,7 +40,7 @@ _INTS = (ms.int32, ms.int64)
 def _check_inputs(input, target, weight):
     """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
     if isinstance(input, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "mse: input must be a float tensor; received: " + f"{type(input).__name__}"
         )
     if input.dtype not in _FLOATS:
@@ -48,7 +48,7 @@ def _check_inputs(input, target, weight):
             "mse: input must be a float tensor; received: " + f"{input.dtype}"
         )
     if isinstance(target, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "mse: target must be a float tensor; received: "
             + f"{type(target).__name__}"
         )
@@ -63,7 +63,7 @@ def _check_inputs(input, target, weight):
         )
     if weight is not None:
         if isinstance(weight, (list, tuple, int, float)):
-            raise ValueError(
+            raise TypeError(
                 "mse: weight must be a float tensor; received: "
                 + f"{type(weight).__name__}"
             )

@@ -57,7 +57,7 @@ _INTS = (ms.int32, ms.int64)
 def _check_inputs(input, target, alpha):
     """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
     if isinstance(input, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "softmax_focal: input must be a float tensor; received: "
             + f"{type(input).__name__}"
         )
@@ -71,7 +71,7 @@ def _check_inputs(input, target, alpha):
             + f"rank {len(input.shape)}"
         )
     if isinstance(target, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "softmax_focal: target must be an int tensor; received: "
             + f"{type(target).__name__}"
         )
@@ -87,7 +87,7 @@ def _check_inputs(input, target, alpha):
         )
     if alpha is not None:
         if isinstance(alpha, (list, tuple)):
-            raise ValueError(
+            raise TypeError(
                 "softmax_focal: alpha must be a float tensor or a number; received: "
                 + f"{type(alpha).__name__}"
             )

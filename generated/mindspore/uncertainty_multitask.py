@@ -48,7 +48,7 @@ _INTS = (ms.int32, ms.int64)
 def _check_inputs(logits1, labels1, logits2, labels2):
     """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
     if isinstance(logits1, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "uncertainty_multitask: logits1 must be a float tensor; received: "
             + f"{type(logits1).__name__}"
         )
@@ -63,7 +63,7 @@ def _check_inputs(logits1, labels1, logits2, labels2):
             + f"rank {len(logits1.shape)}"
         )
     if isinstance(labels1, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "uncertainty_multitask: labels1 must be a float tensor; received: "
             + f"{type(labels1).__name__}"
         )
@@ -78,7 +78,7 @@ def _check_inputs(logits1, labels1, logits2, labels2):
             + f"rank {len(labels1.shape)}"
         )
     if isinstance(logits2, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "uncertainty_multitask: logits2 must be a float tensor; received: "
             + f"{type(logits2).__name__}"
         )
@@ -93,7 +93,7 @@ def _check_inputs(logits1, labels1, logits2, labels2):
             + f"rank {len(logits2.shape)}"
         )
     if isinstance(labels2, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "uncertainty_multitask: labels2 must be a float tensor; received: "
             + f"{type(labels2).__name__}"
         )

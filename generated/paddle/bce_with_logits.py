@@ -45,7 +45,7 @@ _INTS = (paddle.int32, paddle.int64)
 def _check_inputs(input, target, weight, pos_weight):
     """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
     if isinstance(input, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "bce_with_logits: input must be a float tensor; received: "
             + f"{type(input).__name__}"
         )
@@ -60,7 +60,7 @@ def _check_inputs(input, target, weight, pos_weight):
             + f"rank {len(input.shape)}"
         )
     if isinstance(target, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "bce_with_logits: target must be a float tensor; received: "
             + f"{type(target).__name__}"
         )
@@ -81,7 +81,7 @@ def _check_inputs(input, target, weight, pos_weight):
         )
     if weight is not None:
         if isinstance(weight, (list, tuple, int, float)):
-            raise ValueError(
+            raise TypeError(
                 "bce_with_logits: weight must be a float tensor; received: "
                 + f"{type(weight).__name__}"
             )
@@ -92,7 +92,7 @@ def _check_inputs(input, target, weight, pos_weight):
             )
     if pos_weight is not None:
         if isinstance(pos_weight, (list, tuple, int, float)):
-            raise ValueError(
+            raise TypeError(
                 "bce_with_logits: pos_weight must be a float tensor; received: "
                 + f"{type(pos_weight).__name__}"
             )

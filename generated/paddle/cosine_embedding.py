@@ -59,7 +59,7 @@ _INTS = (paddle.int32, paddle.int64)
 def _check_inputs(input1, input2, target):
     """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
     if isinstance(input1, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "cosine_embedding: input1 must be a float tensor; received: "
             + f"{type(input1).__name__}"
         )
@@ -74,7 +74,7 @@ def _check_inputs(input1, input2, target):
             + f"rank {len(input1.shape)}"
         )
     if isinstance(input2, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "cosine_embedding: input2 must be a float tensor; received: "
             + f"{type(input2).__name__}"
         )
@@ -94,7 +94,7 @@ def _check_inputs(input1, input2, target):
             + f"ranks {len(input2.shape)} and {len(input1.shape)}"
         )
     if isinstance(target, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "cosine_embedding: target must be a float tensor; received: "
             + f"{type(target).__name__}"
         )

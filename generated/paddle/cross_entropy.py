@@ -72,7 +72,7 @@ _INTS = (paddle.int32, paddle.int64)
 def _check_inputs(input, target, weight):
     """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
     if isinstance(input, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "cross_entropy: input must be a float tensor; received: "
             + f"{type(input).__name__}"
         )
@@ -86,7 +86,7 @@ def _check_inputs(input, target, weight):
             + f"rank {len(input.shape)}"
         )
     if isinstance(target, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "cross_entropy: target must be an int tensor; received: "
             + f"{type(target).__name__}"
         )
@@ -102,7 +102,7 @@ def _check_inputs(input, target, weight):
         )
     if weight is not None:
         if isinstance(weight, (list, tuple, int, float)):
-            raise ValueError(
+            raise TypeError(
                 "cross_entropy: weight must be a float tensor; received: "
                 + f"{type(weight).__name__}"
             )

@@ -65,7 +65,7 @@ _INTS = (paddle.int32, paddle.int64)
 def _check_inputs(logits, label):
     """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
     if isinstance(logits, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "focal: logits must be a float tensor; received: "
             + f"{type(logits).__name__}"
         )
@@ -79,7 +79,7 @@ def _check_inputs(logits, label):
             + f"rank {len(logits.shape)}"
         )
     if isinstance(label, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "focal: label must be an int tensor; received: " + f"{type(label).__name__}"
         )
     if label.dtype not in _INTS:

@@ -51,7 +51,7 @@ _INTS = (paddle.int32, paddle.int64)
 def _check_inputs(input, target):
     """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
     if isinstance(input, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "kl_div: input must be a float tensor; received: "
             + f"{type(input).__name__}"
         )
@@ -65,7 +65,7 @@ def _check_inputs(input, target):
             + f"rank {len(input.shape)}"
         )
     if isinstance(target, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "kl_div: target must be a float tensor; received: "
             + f"{type(target).__name__}"
         )

@@ -40,7 +40,7 @@ _INTS = (paddle.int32, paddle.int64)
 def _check_inputs(input, target, weight):
     """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
     if isinstance(input, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "l1: input must be a float tensor; received: " + f"{type(input).__name__}"
         )
     if input.dtype not in _FLOATS:
@@ -48,7 +48,7 @@ def _check_inputs(input, target, weight):
             "l1: input must be a float tensor; received: " + f"{input.dtype}"
         )
     if isinstance(target, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "l1: target must be a float tensor; received: " + f"{type(target).__name__}"
         )
     if target.dtype not in _FLOATS:
@@ -62,7 +62,7 @@ def _check_inputs(input, target, weight):
         )
     if weight is not None:
         if isinstance(weight, (list, tuple, int, float)):
-            raise ValueError(
+            raise TypeError(
                 "l1: weight must be a float tensor; received: "
                 + f"{type(weight).__name__}"
             )

@@ -49,7 +49,7 @@ _INTS = (paddle.int32, paddle.int64)
 def _check_inputs(input, target, weight):
     """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
     if isinstance(input, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "log_cosh: input must be a float tensor; received: "
             + f"{type(input).__name__}"
         )
@@ -58,7 +58,7 @@ def _check_inputs(input, target, weight):
             "log_cosh: input must be a float tensor; received: " + f"{input.dtype}"
         )
     if isinstance(target, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "log_cosh: target must be a float tensor; received: "
             + f"{type(target).__name__}"
         )
@@ -73,7 +73,7 @@ def _check_inputs(input, target, weight):
         )
     if weight is not None:
         if isinstance(weight, (list, tuple, int, float)):
-            raise ValueError(
+            raise TypeError(
                 "log_cosh: weight must be a float tensor; received: "
                 + f"{type(weight).__name__}"
             )

@@ -43,7 +43,7 @@ _INTS = (paddle.int32, paddle.int64)
 def _check_inputs(input1, input2, target):
     """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
     if isinstance(input1, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "margin_ranking: input1 must be a float tensor; received: "
             + f"{type(input1).__name__}"
         )
@@ -53,7 +53,7 @@ def _check_inputs(input1, input2, target):
             + f"{input1.dtype}"
         )
     if isinstance(input2, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "margin_ranking: input2 must be a float tensor; received: "
             + f"{type(input2).__name__}"
         )
@@ -68,7 +68,7 @@ def _check_inputs(input1, input2, target):
             + f"ranks {len(input2.shape)} and {len(input1.shape)}"
         )
     if isinstance(target, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "margin_ranking: target must be a float tensor; received: "
             + f"{type(target).__name__}"
         )

@@ -53,7 +53,7 @@ _INTS = (paddle.int32, paddle.int64)
 def _check_inputs(input, target, weight):
     """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
     if isinstance(input, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "nll: input must be a float tensor; received: " + f"{type(input).__name__}"
         )
     if input.dtype not in _FLOATS:
@@ -66,7 +66,7 @@ def _check_inputs(input, target, weight):
             + f"rank {len(input.shape)}"
         )
     if isinstance(target, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "nll: target must be an int tensor; received: " + f"{type(target).__name__}"
         )
     if target.dtype not in _INTS:
@@ -81,7 +81,7 @@ def _check_inputs(input, target, weight):
         )
     if weight is not None:
         if isinstance(weight, (list, tuple, int, float)):
-            raise ValueError(
+            raise TypeError(
                 "nll: weight must be a float tensor; received: "
                 + f"{type(weight).__name__}"
             )

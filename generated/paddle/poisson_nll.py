@@ -67,7 +67,7 @@ _INTS = (paddle.int32, paddle.int64)
 def _check_inputs(input, target):
     """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
     if isinstance(input, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "poisson_nll: input must be a float tensor; received: "
             + f"{type(input).__name__}"
         )
@@ -76,7 +76,7 @@ def _check_inputs(input, target):
             "poisson_nll: input must be a float tensor; received: " + f"{input.dtype}"
         )
     if isinstance(target, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "poisson_nll: target must be a float tensor; received: "
             + f"{type(target).__name__}"
         )

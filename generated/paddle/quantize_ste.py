@@ -52,7 +52,7 @@ _INTS = (paddle.int32, paddle.int64)
 def _check_inputs(input, target):
     """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
     if isinstance(input, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "quantize_ste: input must be a float tensor; received: "
             + f"{type(input).__name__}"
         )
@@ -61,7 +61,7 @@ def _check_inputs(input, target):
             "quantize_ste: input must be a float tensor; received: " + f"{input.dtype}"
         )
     if isinstance(target, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "quantize_ste: target must be a float tensor; received: "
             + f"{type(target).__name__}"
         )

@@ -75,7 +75,7 @@ _INTS = (paddle.int32, paddle.int64)
 def _check_inputs(logit, label, normalizer):
     """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
     if isinstance(logit, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "sigmoid_focal: logit must be a float tensor; received: "
             + f"{type(logit).__name__}"
         )
@@ -84,7 +84,7 @@ def _check_inputs(logit, label, normalizer):
             "sigmoid_focal: logit must be a float tensor; received: " + f"{logit.dtype}"
         )
     if isinstance(label, (list, tuple, int, float)):
-        raise ValueError(
+        raise TypeError(
             "sigmoid_focal: label must be a float tensor; received: "
             + f"{type(label).__name__}"
         )
@@ -99,7 +99,7 @@ def _check_inputs(logit, label, normalizer):
         )
     if normalizer is not None:
         if isinstance(normalizer, (list, tuple, int, float)):
-            raise ValueError(
+            raise TypeError(
                 "sigmoid_focal: normalizer must be a float tensor; received: "
                 + f"{type(normalizer).__name__}"
             )
