@@ -154,3 +154,115 @@ def test_called_as_the_library_call(backend, file, case):
 def test_every_case_is_claimed():
     every = {(f.name, c["id"]) for f in DATA.glob("*.json") for c in json.loads(f.read_text())["cases"]}
     assert every == set(CLAIMS)
+
+
+# --------------------------------------------------------------------------- the calls users write
+
+
+def _module(backend: str, name: str):
+    framework(backend)
+    return importlib.import_module(f"generated.{backend}.{name}")
+
+
+RNG = np.random.default_rng(19)
+X = np.round(RNG.normal(size=(4, 3)), 3)
+Y = np.round(RNG.normal(size=(4, 3)), 3)
+
+
+def _huber_np(x, y, delta):
+    d = np.abs(x - y)
+    return np.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_constructors_take_the_builtins_positional_order(backend):
+    fw = framework(backend)
+    m = _module(backend, "huber")
+    assert m.HuberLoss is m.Huber
+    x, y = fw.tensor(X), fw.tensor(Y)
+    assert close(fw.numpy(m.HuberLoss("sum")(x, y)), _huber_np(X, Y, 1.0).sum())        # nn.HuberLoss('sum')
+    assert close(fw.numpy(m.HuberLoss("none", 0.5)(x, y)), _huber_np(X, Y, 0.5))
+    kl = _module(backend, "kl_div")
+    p = np.full((4, 3), 1 / 3)
+    lq = np.log(np.array([[0.2, 0.3, 0.5]] * 4))
+    want = (p * (np.log(p) - lq)).sum() / 4
+    assert close(fw.numpy(kl.KLDivLoss("batchmean")(fw.tensor(lq), fw.tensor(p))), want)
+    assert close(fw.numpy(kl.kl_div(fw.tensor(lq), fw.tensor(p), "batchmean")), want)   # F.kl_div(x, y, 'batchmean')
+    mse = _module(backend, "mse")
+    assert close(fw.numpy(mse.MSELoss("sum")(fw.tensor(X), fw.tensor(Y))), ((X - Y) ** 2).sum())
+    with pytest.raises(ValueError, match="huber: reduction must be one of"):
+        m.HuberLoss(0.5)   # the first positional argument is the reduction, as in the built-in
+
+
+def test_mindspore_smooth_l1_takes_beta_first():
+    fw = framework("mindspore")
+    m = _module("mindspore", "smooth_l1")
+    d = np.abs(X - Y)
+    want = np.where(d < 0.5, 0.5 * d * d / 0.5, d - 0.25).sum()
+    assert close(fw.numpy(m.SmoothL1Loss(0.5, "sum")(fw.tensor(X), fw.tensor(Y))), want)   # nn.SmoothL1Loss(beta, 'sum')
+
+
+def test_paddle_keywords_and_name():
+    fw = framework("paddle")
+    g = _module("paddle", "gaussian_nll")
+    var = np.abs(Y) + 0.1
+    x, y, v = fw.tensor(X), fw.tensor(Y), fw.tensor(var)
+    want = 0.5 * (np.log(np.maximum(var, 1e-3)) + (X - Y) ** 2 / np.maximum(var, 1e-3))
+    out = g.gaussian_nll(input=x, label=y, variance=v, epsilon=1e-3, reduction="none", name="loss")
+    assert close(fw.numpy(out), want)
+    assert close(fw.numpy(g.gaussian_nll(x, y, v, False, 1e-3, "none")), want)   # all by position
+    assert close(fw.numpy(g.GaussianNLLLoss(False, 1e-3, "none")(x, y, v)), want)
+    with pytest.raises(TypeError, match="gaussian_nll\\(\\) missing required argument 'var'"):
+        g.gaussian_nll(x, y)
+    sf = _module("paddle", "sigmoid_focal")
+    label = (Y > 0).astype(np.float64)
+    plain = fw.numpy(sf.sigmoid_focal(fw.tensor(X), fw.tensor(label)))
+    norm = fw.tensor(np.array([2.0]))
+    assert close(fw.numpy(sf.sigmoid_focal(fw.tensor(X), fw.tensor(label), norm)), plain / 2)
+    assert close(fw.numpy(sf.sigmoid_focal(logit=fw.tensor(X), label=fw.tensor(label), normalizer=norm)), plain / 2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_number_for_a_per_class_tensor(backend):
+    fw = framework(backend)
+    m = _module(backend, "softmax_focal")
+    t = np.array([0, 2, 1, 1])
+    a = m.softmax_focal(fw.tensor(X), fw.tensor(t), 0.4, reduction="none")
+    b = m.softmax_focal(fw.tensor(X), fw.tensor(t), fw.tensor(np.full(3, 0.4)), reduction="none")
+    assert close(fw.numpy(a), fw.numpy(b))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_input_checks_name_the_loss_and_the_argument(backend):
+    fw = framework(backend)
+    m = _module(backend, "cosine_embedding")
+    x1, x2 = fw.tensor(X), fw.tensor(Y)
+    label = np.array([1, -1, 1, -1])
+    want = fw.numpy(m.cosine_embedding(x1, x2, fw.tensor(label.astype(np.float64)), reduction="none"))
+    # int32/int64 labels are accepted (as Paddle does) and give the same loss
+    assert close(fw.numpy(m.cosine_embedding(x1, x2, fw.tensor(label.astype(np.int32)), reduction="none")), want)
+    with pytest.raises(TypeError, match="cosine_embedding: input1 must be a float tensor; received: list"):
+        m.cosine_embedding(X.tolist(), x2, fw.tensor(label.astype(np.float64)))
+    with pytest.raises(ValueError, match="cosine_embedding: input1 must be a float tensor; received: .*[Ii]nt64"):
+        m.cosine_embedding(fw.tensor(X.astype(np.int64)), x2, fw.tensor(label.astype(np.float64)))
+    with pytest.raises(ValueError, match="cosine_embedding: target must be a float, int32 or int64 tensor"):
+        m.cosine_embedding(x1, x2, fw.tensor(label.astype(np.int16)))
+    with pytest.raises(ValueError, match="cosine_embedding: input2 must be of the rank of input1; received: ranks 2 and 1"):
+        m.cosine_embedding(fw.tensor(X[0]), x2, fw.tensor(np.ones([1])))
+    ce = _module(backend, "cross_entropy")
+    with pytest.raises(ValueError, match="cross_entropy: target must be an int32 or int64 tensor"):
+        ce.cross_entropy(x1, fw.tensor(np.zeros(4)))
+    with pytest.raises(ValueError, match="cross_entropy: input must be of shape \\[N, C, \\*D\\]; received: rank 1"):
+        ce.cross_entropy(fw.tensor(X[0]), fw.tensor(np.zeros(1, dtype=np.int64)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_negative_variance_is_clamped_not_refused(backend):
+    """A deliberate difference: Paddle's eager gaussian_nll_loss raises on a negative variance,
+    a data-dependent test (a device sync per call, impossible under jit); losscc clamps var at
+    eps as PyTorch's loss does after its check, so the loss is finite."""
+    fw = framework(backend)
+    g = _module(backend, "gaussian_nll")
+    out = fw.numpy(g.gaussian_nll(fw.tensor(X), fw.tensor(Y), fw.tensor(-np.ones((4, 3))), reduction="none"))
+    assert np.all(np.isfinite(out))
+    assert close(out, 0.5 * (np.log(1e-6) + (X - Y) ** 2 / 1e-6))
