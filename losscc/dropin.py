@@ -57,21 +57,21 @@ def parse(r, node, spec_name: str, inputs: list, params: list, learnable: list, 
                     r.err(fields[key], "E112", f"{where}.{key}: expected a list of names")
                     continue
                 if len(set(v)) != len(v):
-                    r.err(fields[key], "E170", f"{where}.{key}: a name appears twice")
+                    r.err(fields[key], "E128", f"{where}.{key}: a name appears twice")
                     continue
                 got[key] = tuple(v)
         for c in got.get("classes", ()):
             if not _CLASS.match(c) or c == class_name:
-                r.err(fields["classes"], "E170", f"{where}.classes: '{c}' is not a class name "
+                r.err(fields["classes"], "E128", f"{where}.classes: '{c}' is not a class name "
                       f"(CamelCase, other than {class_name})")
         ignored_ok = IGNORED not in taken
 
         def check_args(key, allowed, what):
-            for a in got.get(key, ()):
+            for k, a in enumerate(got.get(key, ())):
                 if a == IGNORED and ignored_ok:
                     continue
                 if a not in allowed:
-                    r.err(fields[key], "E170", f"{where}.{key}: '{a}' is not {what}",
+                    r.err(fields[key].value[k], "E128", f"{where}.{key}: '{a}' is not {what}",
                           did_you_mean(a, list(allowed)))
                     return False
             return True
@@ -79,11 +79,11 @@ def parse(r, node, spec_name: str, inputs: list, params: list, learnable: list, 
         fn = got.get("function", ())
         if fn:
             if learnable:
-                r.err(fields["function"], "E170", f"{where}.function: a spec with learnable tensors keeps the default signature")
+                r.err(fields["function"], "E128", f"{where}.function: a spec with learnable tensors keeps the default signature")
             elif check_args("function", in_names + p_names + ["reduction"], "an input, a parameter, 'reduction' or 'name'"):
                 lead = list(fn[:len(required)])
                 if lead != required:
-                    r.err(fields["function"], "E170", f"{where}.function: must start with the required inputs in "
+                    r.err(fields["function"], "E128", f"{where}.function: must start with the required inputs in "
                           f"their order ({', '.join(required)})", "the class's call and verify pass them by position")
         check_args("init", p_names + ["reduction"], "a parameter, 'reduction' or 'name'")
         aliases = []
@@ -94,11 +94,12 @@ def parse(r, node, spec_name: str, inputs: list, params: list, learnable: list, 
                 m = {}
             seen = set(taken) | {IGNORED}
             for arg, alias in m.items():
+                at = fields["aliases"].value[arg]
                 if arg not in in_names + p_names:
-                    r.err(fields["aliases"], "E170", f"{where}.aliases: '{arg}' is not an input or a parameter",
+                    r.err(at, "E128", f"{where}.aliases: '{arg}' is not an input or a parameter",
                           did_you_mean(arg, in_names + p_names))
                 elif not _IDENT.match(alias) or keyword.iskeyword(alias) or alias in seen or len(alias) > 40:
-                    r.err(fields["aliases"], "E170", f"{where}.aliases: '{alias}' cannot name {arg} "
+                    r.err(at, "E128", f"{where}.aliases: '{alias}' cannot name {arg} "
                           "(not an identifier, or the name of another argument)")
                 else:
                     seen.add(alias)

@@ -686,7 +686,7 @@ def _input(r: _Reader, node: _Node, key: str, where: str, axes_seen: list[str],
     if "scalar" in fields:
         v = r.boolean(fields["scalar"], f"{where}.scalar")
         if v and not (result.get("optional") and dtype == "float"):
-            r.err(fields["scalar"], "E170", f"{where}.scalar: only an optional float input can accept a number")
+            r.err(fields["scalar"], "E128", f"{where}.scalar: only an optional float input can accept a number")
         elif v is not None:
             result["scalar"] = v
     if "doc" in fields:
