@@ -266,3 +266,12 @@ def test_negative_variance_is_clamped_not_refused(backend):
     out = fw.numpy(g.gaussian_nll(fw.tensor(X), fw.tensor(Y), fw.tensor(-np.ones((4, 3))), reduction="none"))
     assert np.all(np.isfinite(out))
     assert close(out, 0.5 * (np.log(1e-6) + (X - Y) ** 2 / 1e-6))
+
+
+def test_every_mindspore_class_is_a_lossbase():
+    import mindspore as ms
+
+    for spec in SPECS:
+        cls = getattr(_module("mindspore", spec.name), spec.class_name)
+        assert issubclass(cls, ms.nn.LossBase), spec.name
+    assert isinstance(_module("mindspore", "kl_div").KLDivLoss("batchmean"), ms.nn.LossBase)

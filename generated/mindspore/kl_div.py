@@ -124,7 +124,7 @@ def kl_div(input, target, reduction="mean", log_target=False):
     return ops.cast(result, in_dtype) if half else result
 
 
-class KlDiv(nn.Cell):
+class KlDiv(nn.LossBase):
     """Kullback-Leibler divergence, as torch.nn.functional.kl_div.
 
     Calls :func:`kl_div` with the hyperparameters fixed at construction;
@@ -133,7 +133,7 @@ class KlDiv(nn.Cell):
 
     def __init__(self, reduction="mean", log_target=False):
         _check(log_target, reduction)
-        super().__init__()
+        super().__init__()  # as nn.KLDivLoss: LossBase takes only none, mean and sum
         self.log_target = log_target
         self.reduction = reduction
 

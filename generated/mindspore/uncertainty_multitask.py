@@ -161,7 +161,7 @@ def uncertainty_multitask(
     return ops.cast(result, in_dtype) if half else result
 
 
-class UncertaintyMultitask(nn.Cell):
+class UncertaintyMultitask(nn.LossBase):
     """Two binary tasks weighted by learnable log-variances (Kendall et al., 2018).
 
     Calls :func:`uncertainty_multitask` with the hyperparameters fixed at construction;
@@ -171,7 +171,7 @@ class UncertaintyMultitask(nn.Cell):
 
     def __init__(self, reduction="mean", dtype=ms.float32):
         _check(reduction)
-        super().__init__()
+        super().__init__(reduction)
         self.reduction = reduction
         self.log_vars = ms.Parameter(ops.full((2,), 0.0, dtype=dtype), name="log_vars")
 
