@@ -38,6 +38,15 @@ def nested_shape(v: Any, where: str, depth: int = 0) -> tuple[int, ...]:
     return ()
 
 
+def count_numbers(v: Any) -> int:
+    """How many leaves a nested structure of lists and dicts holds (bounds what is read next)."""
+    if isinstance(v, list):
+        return sum(count_numbers(x) for x in v)
+    if isinstance(v, dict):
+        return sum(count_numbers(x) for x in v.values())
+    return 1
+
+
 def flat(v: Any) -> list:
     if isinstance(v, list):
         return [y for x in v for y in flat(x)]

@@ -109,6 +109,15 @@ def parse(r, node, spec_name: str, inputs: list, params: list, learnable: list, 
     return out
 
 
+def read_dropin(r, top: dict, spec_name: str, inputs, params, learnable) -> tuple[DropIn, ...]:
+    """The ``dropin`` section of a spec's top-level mapping (``()`` when absent)."""
+    if "dropin" not in top:
+        return ()
+    from . import backends
+
+    return tuple(parse(r, top["dropin"], spec_name, inputs, params, learnable, backends.names()))
+
+
 def of(spec, backend: str) -> DropIn:
     for d in getattr(spec, "dropin", ()):
         if d.backend == backend:

@@ -17,7 +17,8 @@ import json
 
 from . import limits
 from .resources import package_file
-from .spec import BUILTIN_REDUCTIONS, GUARD_FIELDS, INPUT_FIELDS, LEARNABLE_FIELDS, PARAM_FIELDS, TOP_FIELDS
+from .spec import (BUILTIN_REDUCTIONS, CASE_FIELDS, GUARD_FIELDS, INPUT_FIELDS, LEARNABLE_FIELDS, PARAM_FIELDS,
+                   REDUCTION_FIELDS, REFERENCE_FIELDS, REQUIRED_FIELDS, TOP_FIELDS)
 
 FILE_NAME = "spec.schema.json"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -26,11 +27,6 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 # tests/test_schema.py checks that they accept the same names as the loader's
 IDENT_PATTERN = "^[a-z][a-z0-9_]*$"
 AXIS_PATTERN = "^\\*?[A-Z][A-Za-z0-9]*$"
-
-# fields of mappings that spec.py checks inline (tests/test_schema.py compares them with the loader)
-REDUCTION_FIELDS = ("denominator", "doc")
-CASE_FIELDS = ("id", "inputs", "params", "expected", "rtol")
-REFERENCE_FIELDS = ("file", "inputs", "params", "cases", "reference_gradients")
 
 _STR = {"type": "string"}
 _TEXT = {"type": "string", "maxLength": limits.MAX_TEXT_CHARS}
@@ -169,7 +165,7 @@ def build() -> dict:
     }
     schema = {"$schema": DIALECT, "title": "losscc loss spec",
               "description": "A loss function for losscc (docs/spec.md)."}
-    schema.update(_closed(TOP_FIELDS, props, ("name", "summary", "inputs", "formula")))
+    schema.update(_closed(TOP_FIELDS, props, REQUIRED_FIELDS))
     schema["$defs"] = {
         "input": _input(),
         "param": _param(),

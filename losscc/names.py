@@ -1,0 +1,90 @@
+"""Name rules of the spec format: what an input, parameter, learnable, binding or reduction
+may be called, and what a shape symbol looks like.
+
+Names become Python identifiers in generated code, so they must be snake_case and may not
+be keywords, builtins, names the generated modules use themselves (``RESERVED``), framework
+aliases their import lines bind, or formula functions (``FUNCTION_NAMES``).
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import keyword
+import re
+from typing import Any
+
+from . import limits
+
+IDENT = re.compile(r"[a-z][a-z0-9_]*\Z")
+AXIS = re.compile(r"\*?[A-Z][A-Za-z0-9]*\Z")
+# names the generated code itself uses, or that would shadow what it needs
+RESERVED = frozenset(
+    {
+        "ms", "ops", "nn", "paddle", "F", "self",
+        "dtype", "reduction", "cls", "super", "tuple", "float", "int", "bool", "len",
+        "range", "isinstance", "ValueError", "TypeError", "None", "True", "False", "valid",
+        "print", "type", "object", "str", "dict", "list", "getattr", "setattr", "exec", "eval",
+        "open", "compile", "globals", "locals", "vars", "import", "builtins", "training",
+        "name", "parameters", "construct", "forward",
+    }
+)
+# formula function names; inputs may not shadow them
+FUNCTION_NAMES = frozenset(
+    {
+        "exp", "log", "log1p", "expm1", "sqrt", "abs", "sigmoid", "softplus", "tanh", "cosh", "min",
+        "max", "clip", "where", "Piecewise", "sum", "mean", "logsumexp", "softmax",
+        "log_softmax", "one_hot", "stop_gradient", "square", "log_sigmoid", "relu",
+        "round", "floor", "ceil", "sign", "argmax", "argmin", "sort", "topk",
+    }
+)
+_BUILTINS_OK = frozenset({"input", "format", "filter", "map", "id", "hash", "iter", "next", "all", "any", "round"})
+
+
+@functools.lru_cache(maxsize=None)
+def framework_names() -> frozenset[str]:
+    """What any backend's generated module imports (``ms``, ``ops``, ``paddle``, ``F``, ...):
+    an input or parameter of that name would hide the framework from the function's body."""
+    from .backends import all_backends
+    from .lower import import_names
+
+    return frozenset().union(*(import_names(b) for b in all_backends()))
+
+
+@functools.lru_cache(maxsize=None)
+def class_attributes() -> frozenset[str]:
+    """Attribute names of any backend's class base (``nn.Layer.half``, ``LossBase.reduce``).
+    A learnable is a framework parameter stored on the class under its own name, which the
+    framework keeps outside the instance dict, so a method of that name would win; a
+    hyperparameter is a plain instance attribute and is not affected."""
+    from .backends import all_backends
+
+    return frozenset().union(*(b.attributes for b in all_backends()))
+
+
+def check_attribute(name: str) -> str | None:
+    """The reason a learnable cannot be called `name`, beyond check_identifier."""
+    if name in class_attributes():
+        return "is an attribute of the generated class's framework base (nn.Layer / nn.LossBase)"
+    return None
+
+
+def check_identifier(name: Any) -> str | None:
+    """The reason `name` can't be used in generated code, or None when it can."""
+    if not isinstance(name, str):
+        return "must be a string"
+    if len(name) > limits.MAX_NAME_CHARS:
+        return f"is longer than the limit 'name_chars' ({limits.MAX_NAME_CHARS})"
+    if not IDENT.match(name):
+        return "must be snake_case: a lower-case letter, then letters, digits or '_'"
+    if keyword.iskeyword(name) or keyword.issoftkeyword(name):
+        return "is a Python keyword"
+    if name in RESERVED:
+        return "is reserved for the generated code"
+    if name in framework_names():
+        return "is a name the generated code imports (a framework alias)"
+    if name in FUNCTION_NAMES:
+        return "is the name of a formula function"
+    if hasattr(builtins, name) and name not in _BUILTINS_OK:
+        return "is a Python builtin"
+    return None

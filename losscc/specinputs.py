@@ -1,0 +1,313 @@
+"""The spec's ``params``, ``inputs`` and ``learnable`` sections, and input domains.
+
+Parameters are read first: an int input's ``ignore`` names an int parameter.  Each
+section's names are claimed in the spec's one :class:`~losscc.specread.Namespace`; so are
+the shape symbols of the inputs, after the last input.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from functools import partial
+
+from . import limits
+from .errors import Location, did_you_mean
+from .names import AXIS
+from .specmodel import REAL, Domain, Input, Learnable, Param
+from .specread import Namespace, Reader, kind_of
+from .yamlread import FLOAT, Node, clip
+
+INPUT_FIELDS = ("dtype", "shape", "domain", "optional", "default", "ignore", "broadcast", "scalar", "doc")
+PARAM_FIELDS = ("default", "min", "max", "doc")
+LEARNABLE_FIELDS = ("shape", "init", "doc")
+
+# --------------------------------------------------------------------------- params
+
+
+def read_params(r: Reader, top: dict[str, Node], names: Namespace, path: str) -> list[Param]:
+    if "params" not in top:
+        return []
+    pm = r.entries(top["params"], "params")
+    if len(pm) > limits.MAX_PARAMS:
+        r.err(top["params"], "E104", f"params: more than the limit 'params' ({limits.MAX_PARAMS})")
+    return names.read_each(pm, "params", "parameter", partial(_param, r, path))
+
+
+def _param(r: Reader, path: str, key: str, node: Node) -> Param | None:
+    where, loc = f"params.{clip(key)}", Location(path, node.line, node.col)
+    if not isinstance(node.value, dict):
+        # shorthand: `alpha: 0.25`
+        node = Node({"default": node}, node.line, node.col)
+    fields = r.mapping(node, where, PARAM_FIELDS)
+    if "default" not in fields:
+        r.err(node, "E114", f"{where}: missing required field 'default'")
+        return None
+    dv = fields["default"].value
+    if isinstance(dv, bool):
+        kind = "bool"
+    elif isinstance(dv, int):
+        kind = "int"
+    elif isinstance(dv, float):
+        kind = "float"
+    else:
+        r.err(fields["default"], "E112", f"{where}.default: expected a number or true/false, got {kind_of(dv)}")
+        return None
+    if kind != "bool" and r.number(fields["default"], f"{where}.default") is None:
+        return None
+    lo = r.number(fields["min"], f"{where}.min") if "min" in fields else None
+    hi = r.number(fields["max"], f"{where}.max") if "max" in fields else None
+    if kind == "bool" and (lo is not None or hi is not None):
+        r.err(node, "E133", f"{where}: a boolean parameter has no bounds")
+    if lo is not None and hi is not None and lo > hi:
+        r.err(fields["min"], "E133", f"{where}: min {lo} is greater than max {hi}")
+    elif kind != "bool":
+        if lo is not None and dv < lo:
+            r.err(fields["default"], "E134", f"{where}.default: {dv} is below min {lo}")
+        if hi is not None and dv > hi:
+            r.err(fields["default"], "E134", f"{where}.default: {dv} is above max {hi}")
+    doc = r.doc(fields, where).strip()
+    return Param(name=key, kind=kind, default=dv, min=lo, max=hi, doc=doc, loc=loc)
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def read_inputs(r: Reader, top: dict[str, Node], names: Namespace, params: list[Param],
+                path: str) -> list[Input]:
+    if "inputs" not in top:
+        return []
+    im = top["inputs"].value
+    if not isinstance(im, dict) or not im:
+        r.err(top["inputs"], "E110", "inputs: expected a mapping of at least one input")
+        im = {}
+    if len(im) > limits.MAX_INPUTS:
+        r.err(top["inputs"], "E104", f"inputs: more than the limit 'inputs' ({limits.MAX_INPUTS})")
+    axes_seen: list[str] = []  # every input's shape symbols, in order ("*S" for a group)
+    inputs = names.read_each(im, "inputs", "input", partial(_input, r, path, axes_seen, params))
+    if inputs and all(i.dtype != "float" for i in inputs):
+        r.err(top["inputs"], "E122", "inputs: at least one input must be a float tensor")
+    for a in axes_seen:
+        names.claim(top["inputs"], a.lstrip("*"), "shape symbol")
+    return inputs
+
+
+def _input(r: Reader, path: str, axes_seen: list[str], params: list[Param], key: str, node: Node) -> Input | None:
+    where, loc = f"inputs.{key}", Location(path, node.line, node.col)
+    fields = r.mapping(node, where, INPUT_FIELDS)
+    missing = [f for f in ("dtype", "shape") if f not in fields]
+    for required in missing:
+        r.err(node, "E114", f"{where}: missing required field '{required}'")
+    if missing:
+        return None
+    dtype = _dtype(r, fields["dtype"], where)
+    shape = _shape(r, fields["shape"], where, axes_seen) if dtype else None
+    if shape is None:
+        return None
+    domain = _domain(r, node, fields, where, dtype, {a.lstrip("*") for a in axes_seen})
+    if domain is None:
+        return None
+    flags = _flags(r, node, fields, where, dtype)
+    ignore = _ignore(r, fields["ignore"], where, dtype, params) if "ignore" in fields else None
+    return Input(name=key, dtype=dtype, shape=shape, domain=domain, **flags, ignore=ignore,
+                 doc=r.doc(fields, where).strip(), loc=loc)
+
+
+def _dtype(r: Reader, node: Node, where: str) -> str | None:
+    dtype = r.string(node, f"{where}.dtype")
+    if dtype in ("float", "int"):
+        return dtype
+    if dtype is not None:
+        r.err(node, "E123", f"{where}.dtype: '{clip(dtype)}' is not 'float' or 'int'",
+              did_you_mean(dtype, ["float", "int"]))
+    return None
+
+
+def _shape(r: Reader, sn: Node, where: str, axes_seen: list[str]) -> tuple[str, ...] | None:
+    """The input's shape symbols; new ones are added to `axes_seen`."""
+    if not isinstance(sn.value, list):
+        r.err(sn, "E112", f"{where}.shape: expected a list of shape symbols such as [N, C]")
+        return None
+    if len(sn.value) > limits.MAX_RANK:
+        r.err(sn, "E104", f"{where}.shape: rank exceeds the limit 'rank' ({limits.MAX_RANK})")
+        return None
+    shape: list[str] = []
+    for item in sn.value:
+        s = item.value
+        if not isinstance(s, str) or not AXIS.match(s) or len(s) > limits.MAX_NAME_CHARS:
+            r.err(item, "E124", f"{where}.shape: '{clip(str(s))}' is not a shape symbol "
+                  "(an upper-case name such as N or C, or *S for any number of axes)")
+            return None
+        if keyword.iskeyword(s.lstrip("*")):
+            r.err(item, "E124", f"{where}.shape: '{s}' is a Python keyword, not a shape symbol")
+            return None
+        if s in shape:
+            r.err(item, "E124", f"{where}.shape: axis '{s}' appears twice")
+            return None
+        shape.append(s)
+    if sum(s.startswith("*") for s in shape) > 1:
+        r.err(sn, "E124", f"{where}.shape: at most one variadic group (*S)")
+        return None
+    for s in shape:
+        plain = s.lstrip("*")
+        clash = [a for a in axes_seen if a.lstrip("*") == plain and a != s]
+        if clash:
+            r.err(sn, "E124", f"{where}.shape: '{s}' is used elsewhere as '{clash[0]}'")
+            return None
+        if s not in axes_seen:
+            axes_seen.append(s)
+    return tuple(shape)
+
+
+def _domain(r: Reader, node: Node, fields: dict[str, Node], where: str, dtype: str,
+            axis_names: set[str]) -> Domain | None:
+    """The input's domain (real where unreadable); None where the input cannot be used."""
+    if "domain" not in fields:
+        if dtype == "int":
+            r.err(node, "E114", f"{where}: an int input needs a 'domain', such as \"[0, C)\"")
+            return None
+        return REAL
+    text = r.string(fields["domain"], f"{where}.domain", 200)
+    if text is None:
+        return REAL
+    dom = parse_domain(text, axis_names)
+    if isinstance(dom, str):
+        r.err(fields["domain"], "E125", f"{where}.domain: {dom}")
+        return None
+    if dtype == "float" and (isinstance(dom.lo, str) or isinstance(dom.hi, str)):
+        r.err(fields["domain"], "E125", f"{where}.domain: a float input cannot be bounded by a shape symbol")
+        return None
+    return dom
+
+
+def _flags(r: Reader, node: Node, fields: dict[str, Node], where: str, dtype: str) -> dict:
+    """``optional``, ``default``, ``broadcast`` and ``scalar``, those given and readable."""
+    flags: dict = {}
+    if "optional" in fields:
+        v = r.boolean(fields["optional"], f"{where}.optional")
+        if v is not None:
+            flags["optional"] = v
+    if "broadcast" in fields:
+        v = fields["broadcast"].value
+        if v is True or v == "right":
+            flags["broadcast"] = "right"
+        elif v == "left":
+            flags["broadcast"] = "left"
+        elif v is not False:
+            r.err(fields["broadcast"], "E112", f"{where}.broadcast: expected true, false, 'right' or 'left'")
+    if "default" in fields:
+        v = r.number(fields["default"], f"{where}.default")
+        if v is not None:
+            if not flags.get("optional"):
+                r.err(fields["default"], "E126", f"{where}.default: only an optional input has a default")
+            flags["default"] = float(v)
+    if flags.get("optional") and dtype != "float":
+        r.err(node, "E126", f"{where}: only float inputs can be optional")
+    if "scalar" in fields:
+        v = r.boolean(fields["scalar"], f"{where}.scalar")
+        if v and not (flags.get("optional") and dtype == "float"):
+            r.err(fields["scalar"], "E128", f"{where}.scalar: only an optional float input can accept a number")
+        elif v is not None:
+            flags["scalar"] = v
+    return flags
+
+
+def _ignore(r: Reader, node: Node, where: str, dtype: str, params: list[Param]) -> str | None:
+    v = r.string(node, f"{where}.ignore")
+    if v is None:
+        return None
+    ints = [p.name for p in params if p.kind == "int"]
+    if dtype != "int":
+        r.err(node, "E127", f"{where}.ignore: only an int input can have ignored positions")
+    elif v not in ints:
+        r.err(node, "E127", f"{where}.ignore: '{clip(v)}' is not an int parameter", did_you_mean(v, ints))
+    else:
+        return v
+    return None
+
+
+_INTERVAL = re.compile(r"\s*([\[\(])\s*([^,\[\]\(\)]+?)\s*,\s*([^,\[\]\(\)]+?)\s*([\]\)])\s*\Z")
+_SET = re.compile(r"\s*\{([^{}]*)\}\s*\Z")
+
+
+def parse_domain(text: str, axes: set[str]) -> Domain | str:
+    """A Domain from text such as "[0, C)", "(0, 1)", "[0, inf)", "{-1, 1}", "real"."""
+    if text.strip() == "real":
+        return REAL
+    m = _SET.match(text)
+    if m:
+        parts = [p.strip() for p in m.group(1).split(",") if p.strip()]
+        if not all(FLOAT.match(p) for p in parts):
+            return "set members must be numbers"
+        if not all(abs(float(p)) < 1e300 for p in parts):
+            return "set members must be finite numbers (below 1e300)"
+        values = tuple(sorted({float(p) for p in parts}))
+        if not values or len(values) > 64:
+            return "a set needs 1 to 64 numbers"
+        return Domain(values=values, text=text.strip())
+    m = _INTERVAL.match(text)
+    if not m:
+        return "expected an interval such as '[0, C)' or '(0, 1)', a set such as '{-1, 1}', or 'real'"
+
+    def bound(s: str):
+        s = s.strip()
+        if s in ("inf", "+inf"):
+            return None, "inf"
+        if s == "-inf":
+            return None, "-inf"
+        if s in axes:
+            return s, None
+        if FLOAT.match(s):
+            if not abs(float(s)) < 1e300:
+                return None, f"bound '{clip(s)}' is too large (write inf for no bound)"
+            return float(s), None
+        return None, f"bound '{clip(s)}' is not a number, 'inf' or a shape symbol"
+
+    lo, e1 = bound(m.group(2))
+    hi, e2 = bound(m.group(3))
+    for e in (e1, e2):
+        if e and e not in ("inf", "-inf"):
+            return e
+    if e1 == "inf" or e2 == "-inf":
+        return "interval bounds are reversed"
+    if isinstance(lo, float) and isinstance(hi, float) and lo >= hi:
+        return "interval is empty"
+    return Domain(lo=lo, hi=hi, lo_closed=m.group(1) == "[" and lo is not None,
+                  hi_closed=m.group(4) == "]" and hi is not None, text=text.strip())
+
+
+# --------------------------------------------------------------------------- learnable
+
+
+def read_learnable(r: Reader, top: dict[str, Node], names: Namespace, path: str) -> list[Learnable]:
+    if "learnable" not in top:
+        return []
+    lm = r.entries(top["learnable"], "learnable")
+    return names.read_each(lm, "learnable", "learnable tensor", partial(_learnable, r, path))
+
+
+def _learnable(r: Reader, path: str, key: str, node: Node) -> Learnable | None:
+    where, loc = f"learnable.{key}", Location(path, node.line, node.col)
+    fields = r.mapping(node, where, LEARNABLE_FIELDS)
+    shape: list[int] = []
+    if "shape" in fields:
+        sn = fields["shape"]
+        if not isinstance(sn.value, list) or len(sn.value) > 1:
+            r.err(sn, "E112", f"{where}.shape: expected [] or [K] with K a positive integer")
+            return None
+        for item in sn.value:
+            v = item.value
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                r.err(item, "E112", f"{where}.shape: '{clip(str(v))}' is not a positive integer")
+                return None
+            shape.append(v)
+        if shape and shape[0] > limits.MAX_LEARNABLE_ELEMENTS:
+            r.err(sn, "E104", f"{where}.shape: exceeds the limit 'learnable_elements'")
+            return None
+    init = 0.0
+    if "init" in fields:
+        v = r.number(fields["init"], f"{where}.init")
+        if v is None:
+            return None
+        init = float(v)
+    return Learnable(name=key, shape=tuple(shape), init=init, doc=r.doc(fields, where).strip(), loc=loc)
