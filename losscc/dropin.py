@@ -85,7 +85,14 @@ def parse(r, node, spec_name: str, inputs: list, params: list, learnable: list, 
                 if lead != required:
                     r.err(fields["function"], "E128", f"{where}.function: must start with the required inputs in "
                           f"their order ({', '.join(required)})", "the class's call and verify pass them by position")
-        check_args("init", p_names + ["reduction"], "a parameter, 'reduction' or 'name'")
+        optional = [i.name for i in inputs if i.optional]
+        if check_args("init", p_names + optional + ["reduction"], "a parameter, an optional input, 'reduction' or 'name'"):
+            from .names import class_attributes
+
+            for k, a in enumerate(got.get("init", ())):
+                if a in optional and a in class_attributes():
+                    r.err(fields["init"].value[k], "E128", f"{where}.init: '{a}' is an attribute of the class's "
+                          "framework base; the class cannot store it")
         aliases = []
         if "aliases" in fields:
             m = fields["aliases"].plain()
@@ -174,6 +181,7 @@ def init_params(spec, backend: str, dtype_default: str | None) -> list[str]:
     """The constructor's parameters: the declared positional order, then the rest keyword-only."""
     d = of(spec, backend)
     names = [p.name for p in spec.params] + ["reduction"]
+    names += [n for n in ctor_inputs(spec, backend) if n not in names]
     if not d.init:
         out = [_default(spec, n) for n in names]
     else:
@@ -184,14 +192,36 @@ def init_params(spec, backend: str, dtype_default: str | None) -> list[str]:
         out += [_default(spec, n) for n in rest]
     if dtype_default:
         out.append(f"dtype={dtype_default}")
+    extra = [f"{alias}=None" for arg, alias in d.aliases if arg in names]
+    if extra and "*" not in out:
+        out.append("*")
+    return out + extra
+
+
+def init_alias_lines(spec, backend: str) -> list[str]:
+    """Lines at the top of the constructor: a library keyword given replaces the argument."""
+    d = of(spec, backend)
+    names = {p.name for p in spec.params} | set(ctor_inputs(spec, backend))
+    out = []
+    for arg, alias in d.aliases:
+        if arg in names:
+            out += [f"if {alias} is not None:", f"    {arg} = {alias}"]
     return out
 
 
-def call_args(spec) -> list[str]:
+def ctor_inputs(spec, backend: str) -> list[str]:
+    """Optional inputs the constructor takes too (``BCELoss(weight)``); the call's wins."""
+    d = of(spec, backend)
+    return [i.name for i in spec.inputs if i.optional and i.name in d.init]
+
+
+def call_args(spec, backend: str) -> list[str]:
     """The class's call of its function: required inputs by position, the rest by keyword."""
+    stored = ctor_inputs(spec, backend)
     call = [i.name for i in spec.inputs if not i.optional]
     call += [f"self.{lr.name}" for lr in spec.learnable]
-    call += [f"{i.name}={i.name}" for i in spec.inputs if i.optional]
+    call += [f"{i.name}=self.{i.name} if {i.name} is None else {i.name}" if i.name in stored
+             else f"{i.name}={i.name}" for i in spec.inputs if i.optional]
     call += [f"{p.name}=self.{p.name}" for p in spec.params] + ["reduction=self.reduction"]
     return call
 
