@@ -163,7 +163,11 @@ class GaussianNll(nn.Layer):
     works eagerly and under ``paddle.jit.to_static``.
     """
 
-    def __init__(self, full=False, eps=1e-06, reduction="mean", name=None):
+    def __init__(
+        self, full=False, eps=1e-06, reduction="mean", name=None, *, epsilon=None
+    ):
+        if epsilon is not None:
+            eps = epsilon
         _check(full, eps, reduction)
         super().__init__()
         self.full = full

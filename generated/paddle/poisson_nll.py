@@ -167,8 +167,17 @@ class PoissonNll(nn.Layer):
     """
 
     def __init__(
-        self, log_input=True, full=False, eps=1e-08, reduction="mean", name=None
+        self,
+        log_input=True,
+        full=False,
+        eps=1e-08,
+        reduction="mean",
+        name=None,
+        *,
+        epsilon=None,
     ):
+        if epsilon is not None:
+            eps = epsilon
         _check(log_input, full, eps, reduction)
         super().__init__()
         self.log_input = log_input

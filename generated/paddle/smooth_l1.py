@@ -128,7 +128,9 @@ class SmoothL1(nn.Layer):
     works eagerly and under ``paddle.jit.to_static``.
     """
 
-    def __init__(self, reduction="mean", beta=1.0):
+    def __init__(self, reduction="mean", beta=1.0, *, delta=None):
+        if delta is not None:
+            beta = delta
         _check(beta, reduction)
         super().__init__()
         self.beta = beta
