@@ -215,13 +215,11 @@ def ctor_inputs(spec, backend: str) -> list[str]:
     return [i.name for i in spec.inputs if i.optional and i.name in d.init]
 
 
-def call_args(spec, backend: str) -> list[str]:
+def call_args(spec) -> list[str]:
     """The class's call of its function: required inputs by position, the rest by keyword."""
-    stored = ctor_inputs(spec, backend)
     call = [i.name for i in spec.inputs if not i.optional]
     call += [f"self.{lr.name}" for lr in spec.learnable]
-    call += [f"{i.name}=self.{i.name} if {i.name} is None else {i.name}" if i.name in stored
-             else f"{i.name}={i.name}" for i in spec.inputs if i.optional]
+    call += [f"{i.name}={i.name}" for i in spec.inputs if i.optional]
     call += [f"{p.name}=self.{p.name}" for p in spec.params] + ["reduction=self.reduction"]
     return call
 

@@ -275,3 +275,25 @@ def test_every_mindspore_class_is_a_lossbase():
         cls = getattr(_module("mindspore", spec.name), spec.class_name)
         assert issubclass(cls, ms.nn.LossBase), spec.name
     assert isinstance(_module("mindspore", "kl_div").KLDivLoss("batchmean"), ms.nn.LossBase)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_constructor_tensors_and_keywords(backend):
+    """BCELoss(weight=w) as in the built-ins; the call's weight wins; PoissonNLLLoss(epsilon=)."""
+    fw = framework(backend)
+    m = _module(backend, "bce")
+    p = np.array([[0.2, 0.7], [0.9, 0.4]])
+    y = np.array([[0.0, 1.0], [1.0, 0.0]])
+    w = np.array([2.0, 0.5])
+    plain = -(y * np.log(p) + (1 - y) * np.log(1 - p))
+    layer = m.BCELoss(fw.tensor(w), "none") if backend == "paddle" else m.BCELoss(fw.tensor(w), "none")
+    assert close(fw.numpy(layer(fw.tensor(p), fw.tensor(y))), w * plain)
+    assert close(fw.numpy(layer(fw.tensor(p), fw.tensor(y), fw.tensor(2 * w))), 2 * w * plain)
+    assert close(fw.numpy(m.BCELoss(reduction="none")(fw.tensor(p), fw.tensor(y))), plain)
+    if backend == "paddle":
+        pn = _module(backend, "poisson_nll")
+        x = np.array([0.5, 1.5])
+        t = np.array([1.0, 2.0])
+        want = x - t * np.log(x + 0.25)
+        got = pn.PoissonNLLLoss(log_input=False, epsilon=0.25, reduction="none")(fw.tensor(x), fw.tensor(t))
+        assert close(fw.numpy(got), want)
