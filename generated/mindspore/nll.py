@@ -169,10 +169,12 @@ class Nll(nn.LossBase):
         self.weight = weight
 
     def construct(self, input, target, weight=None):
+        if weight is None:  # the constructor's
+            weight = self.weight
         return nll(
             input,
             target,
-            weight=self.weight if weight is None else weight,
+            weight=weight,
             ignore_index=self.ignore_index,
             reduction=self.reduction,
         )

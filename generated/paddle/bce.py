@@ -164,12 +164,9 @@ class Bce(nn.Layer):
         self.weight = weight
 
     def forward(self, input, target, weight=None):
-        return bce(
-            input,
-            target,
-            weight=self.weight if weight is None else weight,
-            reduction=self.reduction,
-        )
+        if weight is None:  # the constructor's
+            weight = self.weight
+        return bce(input, target, weight=weight, reduction=self.reduction)
 
 
 BCELoss = Bce  # the built-in's name

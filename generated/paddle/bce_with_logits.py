@@ -213,11 +213,15 @@ class BceWithLogits(nn.Layer):
         self.pos_weight = pos_weight
 
     def forward(self, input, target, weight=None, pos_weight=None):
+        if weight is None:  # the constructor's
+            weight = self.weight
+        if pos_weight is None:  # the constructor's
+            pos_weight = self.pos_weight
         return bce_with_logits(
             input,
             target,
-            weight=self.weight if weight is None else weight,
-            pos_weight=self.pos_weight if pos_weight is None else pos_weight,
+            weight=weight,
+            pos_weight=pos_weight,
             reduction=self.reduction,
         )
 

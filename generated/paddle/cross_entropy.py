@@ -249,10 +249,12 @@ class CrossEntropy(nn.Layer):
         self.weight = weight
 
     def forward(self, input, target, weight=None):
+        if weight is None:  # the constructor's
+            weight = self.weight
         return cross_entropy(
             input,
             target,
-            weight=self.weight if weight is None else weight,
+            weight=weight,
             ignore_index=self.ignore_index,
             label_smoothing=self.label_smoothing,
             reduction=self.reduction,
