@@ -12,7 +12,7 @@ every gradient finite where the reference is, and within float32's relative tole
 Contenders:
 
 * ``generated``: ``generated/<backend>/<spec>.py`` run through losscc's own runner
-  (:data:`losscc.verify.RUNNERS`), exactly as ``verify`` runs it;
+  (:func:`losscc.verify.runner`), exactly as ``verify`` runs it;
 * ``builtin``: the framework's own loss, with the mappings of ``benchmarks/ms_impl.py`` /
   ``pd_impl.py`` extended to every reduction;
 * ``naive``: the usual hand-written version (softmax then ``log(p + 1e-8)`` and the like).
@@ -640,7 +640,7 @@ def _generated_module(backend, spec):
 
 
 class GeneratedRunner:
-    """The generated class through losscc's own runner (verify.RUNNERS), as `verify` runs it."""
+    """The generated class through losscc's own runner (verify.runner), as `verify` runs it."""
 
     def __init__(self, runner, spec, backend, mode):
         self.runner, self.mode = runner, mode
@@ -726,7 +726,7 @@ def _summarise(entry: dict) -> dict:
 
 def evaluate(specs, backends=BACKENDS, modes=MODES, kinds=KINDS, progress=None) -> list[dict]:
     """One record per spec x backend x mode x contender kind that exists."""
-    runners = {b: verify.RUNNERS[b]() for b in backends}
+    runners = {b: verify.runner(b) for b in backends}
     records = []
     for spec in specs:
         table = CONTENDERS.get(spec.name, {})
@@ -819,7 +819,7 @@ def render_md(doc: dict, commentary: str = "") -> str:
         "Raw results, every message per case: `docs/stability.json`.",
         "",
         "Contenders: `generated` is the committed `generated/<backend>/<spec>.py`, run through",
-        "`losscc.verify.RUNNERS` as `verify` runs it; `built-in` is the framework's own loss;",
+        "`losscc.verify.runner` as `verify` runs it; `built-in` is the framework's own loss;",
         "`naive` is the usual hand-written version (table \"Contenders\" below).",
         "",
         "Every contender runs on exactly the cases of `losscc.cases.extreme_cases(spec)` (entries of",

@@ -1,11 +1,11 @@
-"""losscc: compile loss-function specs into MindSpore and PaddlePaddle source.
+"""losscc: compile loss-function specs into deep-learning framework source, one backend each.
 
 Pipeline (one module per stage): :mod:`spec` (YAML -> validated Spec),
 :mod:`parse` (formula -> typed SymPy IR), :mod:`rewrites` (stable forms),
-:mod:`lower` (IR -> backend statements, with :mod:`backends` op tables),
+:mod:`lower` (IR -> backend statements, with the op tables of :mod:`backends`),
 :mod:`render` (Jinja2 templates -> text), :mod:`emit` (atomic files, check).
 :mod:`reference` and :mod:`verify` check the output; only :mod:`verify` imports
-the frameworks.
+the frameworks, through the backends' runners.
 """
 
 __version__ = "0.1.0"

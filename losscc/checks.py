@@ -9,7 +9,7 @@ a TypeError, a value outside the bounds or an unknown reduction a ValueError.
 Numbers given as strings are refused (not converted); bools are not numbers here;
 ints are accepted for float parameters; int parameters accept floats only with an
 integral value.  The tests are Python tests on the arguments, which are constants
-under ``ms.jit`` and ``paddle.jit.to_static``, so compiled code pays nothing for them.
+when the frameworks compile the code (jit, to_static), so compiled code pays nothing for them.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ def expectation(p: Param) -> str:
 
 def _raise(exc: str, loss: str, name: str, must: str) -> str:
     """The raise statement: what is expected, then what was received.  Joined with `+`, not
-    as adjacent strings: MindSpore's graph compiler re-parses the source text of the
-    formatted part, which must then stand on one line."""
+    as adjacent strings: a graph compiler that re-parses the source text of the formatted
+    part (``ms.jit`` does) needs it on one line."""
     # doubled braces are literal here and fields of the generated f-string
     return (f'    raise {exc}("{loss}: {name} must be {must}; received: " + '
             f'f"{name}={{{name}!r}} ({{type({name}).__name__}})")')

@@ -56,7 +56,7 @@ def _tree_options(cmd) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="losscc", description="Compile loss specs into MindSpore and Paddle code.")
+    p = argparse.ArgumentParser(prog="losscc", description="Compile loss specs into framework code, one module per backend.")
     p.add_argument("--version", action="version", version=f"losscc {__version__}")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = p.add_subparsers(dest="command", required=True)

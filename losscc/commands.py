@@ -12,6 +12,7 @@ import os
 import sys
 from pathlib import Path
 
+from .backends import get as get_backend
 from .backends import names as backend_names
 
 COMMANDS = ("new", "schema", "verify")
@@ -40,11 +41,26 @@ def run(args) -> int | None:
         path = new_spec(args.name, specs_dir(args.specs_dir), args.from_name)
         print(f"losscc: wrote {os.path.relpath(path)}; next: `losscc generate`")
         return 0
-    missing = missing_frameworks(args.backend or backend_names())
+    return _verify_backends(args)
+
+
+def _verify_backends(args) -> int | None:
+    """Check that verify can import what it needs.  A backend the user named (``--backend``)
+    must have its framework; of the default backends, one without it is skipped with a note
+    (``args.backend`` becomes the rest).  Nothing left to verify is error E199."""
+    chosen = list(args.backend or backend_names())
+    gaps = {b: get_backend(b).missing() for b in chosen}
+    skipped = [] if args.backend else [b for b in chosen if gaps[b]]
+    left = [b for b in chosen if b not in skipped]
+    missing = missing_frameworks(()) + [m for b in (left or chosen) for m in gaps[b]]
     if missing:
-        print(f"losscc: error: verify runs the generated code, and {', '.join(missing)} cannot be imported; "
-              "install the frameworks with: pip install 'losscc[frameworks]' [E199]", file=sys.stderr)
+        print(f"losscc: error: verify runs the generated code, and {', '.join(dict.fromkeys(missing))} cannot be "
+              "imported; install the frameworks with: pip install 'losscc[frameworks]' [E199]", file=sys.stderr)
         return 2
+    for b in skipped:
+        print(f"losscc: note: skipping backend {b}: {', '.join(gaps[b])} cannot be imported", file=sys.stderr)
+    if skipped:
+        args.backend = left
     return None
 
 
@@ -61,9 +77,10 @@ def specs_dir(arg: str | None) -> Path:
 
 
 def missing_frameworks(backends) -> list[str]:
-    """The modules ``losscc verify`` needs that cannot be found (without importing them)."""
+    """The modules ``losscc verify`` needs that cannot be found (without importing them):
+    NumPy, and the frameworks of `backends` (names)."""
     missing = []
-    for mod in ("numpy", *backends):
+    for mod in ("numpy", *(m for b in backends for m in get_backend(b).frameworks)):
         try:
             found = importlib.util.find_spec(mod) is not None
         except (ImportError, ValueError):

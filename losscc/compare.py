@@ -239,11 +239,11 @@ def compare(actual, expected, dtype: str, mask=None, rtol=None, magnitude: float
 
 def error_line(exc: BaseException) -> str:
     """`Type: message` of an exception raised by generated code, reduced to the line that says
-    what went wrong, with the generated line that raised it where the framework names one:
-    Paddle's to_static wraps the original error in a dump of the transformed code ("In
-    transformed code: ..."), whose last `SomethingError: ...` line is the original and whose
-    `<--- HERE` marks the statement; MindSpore's graph compiler appends C++ call stacks and a
-    traceback of the construct code ("# 0 In file ...") after the message."""
+    what went wrong, with the generated line that raised it where the framework names one.
+    Two shapes of compiler error are known: one wraps the original error in a dump of the
+    transformed code ("In transformed code: ..."), whose last `SomethingError: ...` line is the
+    original and whose `<--- HERE` marks the statement; the other appends C++ call stacks and
+    a traceback of the compiled code ("# 0 In file ...") after the message."""
     text = str(exc).strip()
     raw = text.splitlines()
     lines = [ln.strip() for ln in raw if ln.strip()]

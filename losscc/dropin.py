@@ -6,7 +6,7 @@ names (the library's), and class aliases.  From that this module derives the gen
 function's signature, the constructor's parameters, the lines that resolve aliases and
 turn a number given for a ``scalar`` input into a tensor, and the input checks every
 generated function makes (lists, dtypes, ranks: Python tests on ``.dtype`` and
-``len(.shape)``, constants under ``ms.jit`` and ``paddle.jit.to_static``).  Pure: spec
+``len(.shape)``, constants under the frameworks' jit).  Pure: spec
 in, strings out; ``docs/spec.md`` ("Drop-in use") describes the field.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from .errors import did_you_mean
 
 DROPIN_FIELDS = ("replaces", "classes", "function", "init", "aliases")
-IGNORED = "name"          # the keyword every Paddle loss API takes; accepted and ignored
+IGNORED = "name"          # the keyword some libraries add to every loss; accepted and ignored
 _CLASS = re.compile(r"[A-Z][A-Za-z0-9]*\Z")
 _IDENT = re.compile(r"[a-z_][a-z0-9_]*\Z")
 
@@ -27,7 +27,7 @@ _IDENT = re.compile(r"[a-z_][a-z0-9_]*\Z")
 @dataclass(frozen=True)
 class DropIn:
     backend: str
-    replaces: tuple[str, ...] = ()            # the built-ins, e.g. paddle.nn.functional.kl_div
+    replaces: tuple[str, ...] = ()            # the built-ins' qualified names (documentation)
     classes: tuple[str, ...] = ()             # extra names of the class, e.g. KLDivLoss
     function: tuple[str, ...] = ()            # positional order of the function (empty: the default)
     init: tuple[str, ...] = ()                # positional order of the constructor (empty: the default)

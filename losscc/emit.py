@@ -244,9 +244,8 @@ def render_tree(specs: list[Spec], backends: tuple[Backend, ...] | None = None,
     if problems:
         raise SpecError(problems)
     for backend in backends:
-        modules = []
-        for name in package if package is not None else [spec.name for spec in specs]:
-            modules.append((name, f"{name}, {class_name(name)}"))
+        modules = [(name, backend.exports({"function": name, "class": class_name(name)}))
+                   for name in (package if package is not None else [spec.name for spec in specs])]
         files[f"{backend.name}/__init__.py"] = render_init(backend.name, modules)
     return files
 

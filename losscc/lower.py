@@ -4,17 +4,24 @@ Layout rule (the reason the lowering is small): every tensor is kept in a
 *canonical layout* -- the program's global axis order, right-aligned, with size-1
 dimensions for the axes it lacks.  Reductions keep their axis (``keepdim``) and
 gathers keep the class axis as size 1, so every elementwise operation broadcasts
-by plain NumPy rules and every axis has one fixed negative position.  Inputs are
-reshaped into the layout once, at entry; the loss is reshaped back for
-``reduction="none"``.
+by plain NumPy rules and every axis has one fixed negative position
+(:mod:`losscc.shapes`).  Inputs are reshaped into the layout once, at entry; the loss
+is reshaped back for ``reduction="none"``.
 
 Common subexpressions become named statements (the user's binding names where a
-rewritten binding survives), so each value is computed once.
+rewritten binding survives), so each value is computed once; the generated function's
+own names come from :mod:`losscc.naming`.
+
+Each IR node type has a method ``_lower_<TypeName>`` (found along the type's MRO, as
+SymPy's printers dispatch): arithmetic, numbers, logic and elementwise calls here,
+selections and tensor operators in :mod:`losscc.lower_ops`.  Operators are written
+through the backend's spellings (:meth:`Lowerer.op`), whose operands are made safe to
+put where the spelling puts them (:mod:`losscc.operands`).
 """
 
 from __future__ import annotations
 
-import re
+import struct
 from dataclasses import dataclass, field
 
 import sympy as sp
@@ -22,10 +29,21 @@ import sympy as sp
 from . import ir
 from .backends import Backend
 from .layout import power, unary_needs_parens
+from .lower_ops import OperatorLowering
+from .naming import Locals, allocate, import_names  # noqa: F401  (import_names: re-exported)
+from .operands import ADD, ATOM, CMP, MUL, POW, UNARY, VALUE_OPERANDS, analyse, is_atomic, is_simple
 from .parse import Program, TType
+from .shapes import canonical_shape, plain_shape, span  # noqa: F401  (re-exported for the pipeline)
 from .spec import Spec
 
-ATOM, POW, UNARY, MUL, ADD, CMP, NOT, AND, OR, TERNARY = 100, 80, 70, 60, 50, 40, 30, 20, 10, 5
+_span = span  # the name pipeline.py imports
+
+# elementwise functions of one argument: IR class -> operator key
+SIMPLE = {sp.exp: "exp", sp.log: "log", ir.log1p: "log1p", ir.expm1: "expm1", sp.Abs: "abs",
+          sp.tanh: "tanh", sp.cosh: "cosh", ir.sigmoid: "sigmoid", ir.softplus: "softplus"}
+_RELATIONS = {sp.StrictLessThan: "<", sp.LessThan: "<=", sp.StrictGreaterThan: ">",
+              sp.GreaterThan: ">=", sp.Equality: "==", sp.Unequality: "!="}
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 
 
 @dataclass
@@ -59,149 +77,16 @@ class Lowered:
     branch_prologue: list[str] = field(default_factory=list)  # the general path's own prologue
 
 
-def _pos_expr(axis: str, prog: Program, need) -> str:
-    """Negative position of `axis` in the canonical layout; `need(a)` gives the size variable of a."""
-    after = prog.axes[prog.axes.index(axis) + 1:]
-    fixed = 1 + sum(1 for a in after if a not in prog.variadic)
-    var = [f"len({need(a)})" for a in after if a in prog.variadic]
-    if axis in prog.variadic:
-        end = sum(1 for a in after if a not in prog.variadic)
-        own = f"len({need(axis)})"
-        lo = " + ".join([str(end)] + var + [own]) if end or var else own
-        hi = f"-({' + '.join([str(end)] + var)})" if end or var else "0"
-        return f"tuple(range(-({lo}), {hi}))"
-    return str(-fixed) if not var else f"-({fixed} + {' + '.join(var)})"
-
-
-def _span(axes: tuple[str, ...], prog: Program) -> tuple[str, ...]:
-    if not axes:
-        return ()
-    return prog.axes[prog.axes.index(axes[0]):]
-
-
-def canonical_shape(axes: tuple[str, ...], prog: Program, need) -> str | None:
-    """Code for the canonical shape of a tensor with `axes`, or None if it is already canonical."""
-    span = _span(axes, prog)
-    if tuple(span) == tuple(axes):
-        return None
-    parts: list[str] = []
-    fixed: list[str] = []
-    for a in span:
-        if a in prog.variadic:
-            if fixed:
-                parts.append(_tuple(fixed))
-                fixed = []
-            n = need(a)
-            parts.append(n if a in axes else f"(1,) * len({n})")
-        else:
-            if a in axes:
-                fixed.append(need(a))
-            else:
-                fixed.append("1")
-    if fixed:
-        parts.append(_tuple(fixed))
-    return " + ".join(parts)
-
-
-def _tuple(items: list[str]) -> str:
-    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-
-
-def plain_shape(axes: tuple[str, ...], prog: Program, need) -> str:
-    """Code for the shape made of the sizes of `axes` (the shape of reduction='none')."""
-    parts, fixed = [], []
-    for a in axes:
-        n = need(a)
-        if a in prog.variadic:
-            if fixed:
-                parts.append(_tuple(fixed))
-                fixed = []
-            parts.append(n)
-        else:
-            fixed.append(n)
-    if fixed:
-        parts.append(_tuple(fixed))
-    return " + ".join(parts) if parts else "()"
-
-
-def import_names(backend: Backend) -> frozenset[str]:
-    """The names a backend's import lines bind in a generated module."""
-    import ast
-
-    out: set[str] = set()
-    for line in backend.imports:
-        for node in ast.walk(ast.parse(line)):
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                out |= {a.asname or a.name.split(".")[0] for a in node.names}
-    return frozenset(out)
-
-
-def python_names() -> frozenset[str]:
-    """Keywords and builtins: a local of the generated code never shadows one."""
-    import builtins
-    import keyword
-
-    return frozenset(keyword.kwlist) | frozenset(keyword.softkwlist) | frozenset(dir(builtins))
-
-
-def allocate(hint: str, taken: set[str]) -> str:
-    """`hint`, or `hint_1`, `hint_2`, ... : the first not in `taken` (which it joins)."""
-    name, k = hint, 0
-    while name in taken:
-        k += 1
-        name = f"{hint}_{k}"
-    taken.add(name)
-    return name
-
-
-@dataclass(frozen=True)
-class Locals:
-    """The generated function's own variables, allocated once per module so that the general
-    path and the all-None path agree: none is a spec name, a framework alias or a builtin."""
-
-    sizes: dict                          # axis -> variable holding its size (the axis's own name if free)
-    dtype: str
-    in_dtype: str
-    half: str
-    result: str
-
-    @staticmethod
-    def allocate(prog: Program, taken: set[str], forbidden: frozenset = frozenset()) -> "Locals":
-        """`taken` (spec names and aliases) is extended in place. An axis keeps its own name
-        unless that is `forbidden` or a Python name (a shape symbol F, Ellipsis, ...)."""
-        bad = forbidden | python_names()
-        sizes = {}
-        for a in prog.axes:
-            sizes[a] = allocate(a, taken | bad) if a in bad else a
-            taken.add(sizes[a])
-        taken |= bad
-        return Locals(sizes, allocate("dtype", taken), allocate("in_dtype", taken), allocate("half", taken),
-                      allocate("result", taken))
-
-    def names(self) -> set[str]:
-        return set(self.sizes.values()) | {self.dtype, self.in_dtype, self.half, self.result}
-
-
 def _is_f32_exact(v: float) -> bool:
-    import struct
-
     try:
         return struct.unpack("f", struct.pack("f", v))[0] == v
     except OverflowError:
         return False
 
 
-_NUMBER = re.compile(r"-?(\d+\.?\d*(e[-+]?\d+)?|inf)")
-
-
-def _float_text(v: float) -> str:
-    text = repr(float(v))
-    return text
-
-
-class Lowerer:
+class Lowerer(OperatorLowering):
     def __init__(self, prog: Program, backend: Backend, taken: set[str], names: dict[sp.Expr, str],
-                 symbol_vars: dict[sp.Symbol, str], locals_: "Locals | None" = None):
+                 symbol_vars: dict[sp.Symbol, str], locals_: Locals | None = None):
         self.prog, self.b = prog, backend
         self.taken = set(taken)
         self.locals = locals_ or Locals.allocate(prog, self.taken)
@@ -254,9 +139,35 @@ class Lowerer:
         if src and src not in self.helpers:
             self.helpers.append(src)
 
-    def op(self, key: str, **kw) -> str:
+    def op(self, key: str, **operands) -> str:
+        """The backend's spelling of `key` over `operands` (code), each operand made safe where
+        the spelling puts it: parenthesised when compound outside an argument position, bound
+        to a variable when a tensor operand is read twice (docs: losscc.operands)."""
         self.helper(key)
-        return self.b.op(key, **kw)
+        spelling = self.b.ops.get(key)
+        if spelling is not None:
+            for name, slot in analyse(spelling).slots.items():
+                code = operands.get(name)
+                if code is None:
+                    continue
+                if slot.uses > 1 and name not in VALUE_OPERANDS and not is_simple(code):
+                    operands[name] = self.materialize_code(code)
+                elif not slot.bare and not is_atomic(code):
+                    operands[name] = f"({code})"
+        return self.b.op(key, **operands)
+
+    def call(self, key: str, **operands) -> tuple[str, int]:
+        """:meth:`op`, with the precedence of the spelled expression."""
+        code = self.op(key, **operands)
+        return code, analyse(self.b.ops[key]).precedence
+
+    def materialize_code(self, code: str) -> str:
+        var = self.fresh("t")
+        self.stmts.append(f"{var} = {code}")
+        return var
+
+    def tensor_code(self, code: str) -> str:
+        return code if code.isidentifier() else self.materialize_code(code)
 
     # ---------------------------------------------------------------- entry
     def value(self, expr: sp.Expr) -> str:
@@ -308,84 +219,78 @@ class Lowerer:
             return code
         return self.materialize(e, _hint(e))
 
+    def scalar_like(self, e) -> bool:
+        """A value the generated code holds as a Python number (not a tensor)."""
+        if self.typeof(e).axes:
+            return False
+        tensors = {self.prog.symbols[lr.name] for lr in self.prog.spec.learnable}
+        if self.b.wrap_scalars:
+            tensors |= {self.prog.symbols[p.name] for p in self.prog.spec.params if p.kind == "float"}
+        return not (e.free_symbols & tensors) and not e.has(ir.Item)
+
+    def _constant_bound(self, e) -> bool:
+        """A scalar that no gradient flows into: numbers and hyperparameters."""
+        if e.is_Number:  # also one that a tensor expression folded to (`x - x`), typed with its axes
+            return True
+        if self.typeof(e).axes or e.has(ir.Item):
+            return False
+        params = {self.prog.symbols[p.name] for p in self.prog.spec.params}
+        return e.free_symbols <= params
+
+    def is_flag(self, c) -> bool:
+        """A boolean hyperparameter: a Python bool in the generated code."""
+        return isinstance(c, sp.Symbol) and self.typeof(c).dtype == "bool" and not self.typeof(c).axes
+
     # ---------------------------------------------------------------- nodes
     def build(self, e: sp.Expr) -> tuple[str, int]:
-        b = self.b
-        if isinstance(e, sp.Symbol):
-            if e in self.symbol_vars:
-                return self.symbol_vars[e], ATOM
-            raise KeyError(f"no variable for symbol {e}")
-        if e is sp.true:
-            return "True", ATOM
-        if e is sp.false:
-            return "False", ATOM
+        """Code and precedence of `e`, from the ``_lower_<Type>`` method of its nearest type."""
         if not e.is_Atom and e.is_number and not e.has(ir.TensorOp):
             e = sp.Float(e.evalf(20), 17)  # constant folding: log(2*pi) is a number
-        if e.is_Integer:
-            v = int(e)
-            return (str(v), ATOM) if v >= 0 else (str(v), UNARY)
-        if e.is_Number or e in (sp.pi, sp.E):
-            v = float(e)
-            text = _float_text(v)
-            if b.wrap_scalars and not _is_f32_exact(v):
-                return b.scalar.format(value=text, dtype=self.dtype()), ATOM
-            return text, ATOM if v >= 0 else UNARY
-        if isinstance(e, sp.Add):
-            return self.add(e)
-        if isinstance(e, sp.Mul):
-            return self.mul(e)
-        if isinstance(e, sp.Pow):
-            return self.pow(e)
-        simple = {sp.exp: "exp", sp.log: "log", ir.log1p: "log1p", ir.expm1: "expm1", sp.Abs: "abs",
-                  sp.tanh: "tanh", sp.cosh: "cosh", ir.sigmoid: "sigmoid", ir.softplus: "softplus"}
-        for cls, key in simple.items():
-            if isinstance(e, cls):
-                return self.op(key, x=self.value(e.args[0])), ATOM
-        if isinstance(e, ir.PIECEWISE_CONSTANT):
-            return self.piecewise_constant(e)
-        if isinstance(e, (sp.Max, sp.Min)):
-            return self.minmax(e)
-        if isinstance(e, ir.Clip):
-            x, lo, hi = e.args
-            lo_c, hi_c = self.value(lo), self.value(hi)
-            literal = [bool(_NUMBER.fullmatch(c)) for c in (lo_c, hi_c)]
-            if self.b.wrap_scalars and literal[0] != literal[1]:
-                # one bound a tensor, the other a Python number: MindSpore's clamp takes neither mix
-                lo_c, hi_c = (self.b.scalar.format(value=c, dtype=self.dtype()) if lit else c
-                              for c, lit in zip((lo_c, hi_c), literal))
-            return self.op("clip", x=self.value(x), lo=lo_c, hi=hi_c), ATOM
-        if isinstance(e, sp.Piecewise):
-            return self.piecewise(e)
-        if isinstance(e, ir.Where):
-            c, a, b2 = e.args
-            return self.where(c, a, b2), ATOM
-        if isinstance(e, sp.Rel):
-            return self.relation(e)
-        if isinstance(e, sp.ITE):  # SymPy's form of "condition on a where"
-            c, a, b2 = e.args
-            return self.op("where", c=self.value(c), x=self.value(a), y=self.value(b2)), ATOM
-        if isinstance(e, sp.And):
-            return self.fold("and", e.args), ATOM
-        if isinstance(e, sp.Or):
-            return self.fold("or", e.args), ATOM
-        if isinstance(e, sp.Not):
-            return self.op("not", x=self.value(e.args[0])), ATOM
-        return self.tensor_op(e)
+        for cls in type(e).__mro__:
+            method = getattr(self, f"_lower_{cls.__name__}", None)
+            if method is not None:
+                return method(e)
+        raise NotImplementedError(f"no lowering for {type(e).__name__}")
 
-    def piecewise_constant(self, e) -> tuple[str, int]:
-        """round floor ceil sign; integer arguments are cast to the float dtype first."""
-        key = {ir.Round: "round", ir.Floor: "floor", ir.Ceil: "ceil", ir.Sign: "sign"}[type(e)]
-        x = e.args[0]
-        t = self.typeof(x)
-        if t.dtype == "int" and self.scalar_like(x):  # an integer parameter: a Python int
-            v = self.wrap(x, CMP + 1)
-            return (f"(({v} > 0) - ({v} < 0))", ATOM) if key == "sign" else (v, self.emit(x)[1])
-        code = self.value(x)
-        if t.dtype == "int":
-            code = self.op("cast", x=code, dtype=self.dtype())
-            if key != "sign":
-                return code, ATOM  # an integer is its own round, floor and ceil
-        return self.op(key, x=code), ATOM
+    def _lower_Symbol(self, e) -> tuple[str, int]:
+        if e in self.symbol_vars:
+            return self.symbol_vars[e], ATOM
+        raise KeyError(f"no variable for symbol {e}")
+
+    def _lower_BooleanTrue(self, e) -> tuple[str, int]:
+        return "True", ATOM
+
+    def _lower_BooleanFalse(self, e) -> tuple[str, int]:
+        return "False", ATOM
+
+    def _lower_Integer(self, e) -> tuple[str, int]:
+        v = int(e)
+        return str(v), ATOM if v >= 0 else UNARY
+
+    def _lower_Number(self, e) -> tuple[str, int]:
+        v = float(e)
+        text = repr(v)
+        if self.b.wrap_scalars and not _is_f32_exact(v):
+            return self.b.scalar.format(value=text, dtype=self.dtype()), ATOM
+        return text, ATOM if v >= 0 else UNARY
+
+    _lower_NumberSymbol = _lower_Number  # pi, E
+
+    def _lower_Function(self, e) -> tuple[str, int]:
+        """An elementwise function of one argument (the call-lowering entry point)."""
+        for cls, key in SIMPLE.items():
+            if isinstance(e, cls):
+                return self.call(key, x=self.value(e.args[0]))
+        raise NotImplementedError(f"no lowering for {type(e).__name__}")
+
+    def _lower_And(self, e) -> tuple[str, int]:
+        return self.fold("and", e.args), ATOM
+
+    def _lower_Or(self, e) -> tuple[str, int]:
+        return self.fold("or", e.args), ATOM
+
+    def _lower_Not(self, e) -> tuple[str, int]:
+        return self.call("not", x=self.value(e.args[0]))
 
     def fold(self, key, args):
         code = self.value(args[0])
@@ -393,7 +298,7 @@ class Lowerer:
             code = self.op(key, x=code, y=self.value(a))
         return code
 
-    def add(self, e: sp.Add) -> tuple[str, int]:
+    def _lower_Add(self, e: sp.Add) -> tuple[str, int]:
         terms = list(e.args)
         # positive terms first reads naturally: "1 - x", "a + b - c". Constants (numbers and
         # hyperparameters) go last after two or more tensor terms, one of them positive, as in
@@ -402,16 +307,15 @@ class Lowerer:
         last = len(tensors) >= 2 and not all(_is_negative(t) for t in tensors) and len(tensors) < len(terms)
         terms.sort(key=lambda t: (last and self._constant_bound(t), _is_negative(t)))
         out = ""
-        for k, t in enumerate(terms):
+        for t in terms:
             if _is_negative(t):
-                code = self.wrap(-t, MUL if not out else MUL)
-                out = f"{out} - {code}" if out else self.negate(-t, UNARY)
+                out = f"{out} - {self.wrap(-t, MUL)}" if out else self.negate(-t, UNARY)
             else:
                 code = self.wrap(t, ADD)
                 out = f"{out} + {code}" if out else code
         return out, ADD
 
-    def mul(self, e: sp.Mul) -> tuple[str, int]:
+    def _lower_Mul(self, e: sp.Mul) -> tuple[str, int]:
         coeff, rest = e.as_coeff_Mul()
         if coeff == -1:
             return self.negate(rest, UNARY + 1), UNARY
@@ -430,218 +334,32 @@ class Lowerer:
             code = f"{code} / {dcode}"
         return code, MUL
 
-    def pow(self, e: sp.Pow) -> tuple[str, int]:
+    def _lower_Pow(self, e: sp.Pow) -> tuple[str, int]:
         base, ex = e.args
         if ex == sp.Rational(1, 2):
-            return self.op("sqrt", x=self.value(base)), ATOM
+            return self.call("sqrt", x=self.value(base))
         if ex == sp.Rational(-1, 2):
-            return self.op("rsqrt", x=self.value(base)), ATOM
+            return self.call("rsqrt", x=self.value(base))
         if ex.is_Number and ex.is_negative:
             return f"1 / {self.wrap(base ** -ex, MUL + 1)}", MUL
         if ex == 2 and "square" in self.b.ops:  # a backend whose integer pow is a slow generic kernel
-            return self.op("square", x=self.value(base)), ATOM
+            return self.call("square", x=self.value(base))
         if ex.is_Integer:
             return power(self.wrap(base, ATOM), str(int(ex))), POW
         return power(self.wrap(base, ATOM), self.wrap(ex, ATOM)), POW
 
-    def minmax(self, e) -> tuple[str, int]:
-        """max/min, folded left over the arguments (tensors first, then bounds).
-
-        Against a bound that is not differentiated (a number or a hyperparameter) it is a
-        one-sided clip: at a tie the gradient goes to the tensor (torch.clamp's convention,
-        the hinge of margin losses passes gradient). Between two differentiated values it is
-        maximum/minimum: at a tie each side gets half (torch.maximum's convention); both
-        backends' kernels do both (docs/spec.md, "Gradients at ties and kinks")."""
-        args = list(e.args)
-        args.sort(key=lambda a: 0 if not self._constant_bound(a) else 1)
-        clip = "clip_min" if isinstance(e, sp.Max) else "clip_max"
-        pair = "maximum" if isinstance(e, sp.Max) else "minimum"
-        if self._constant_bound(args[0]):  # no tensor among the arguments: no gradient, no tie rule
-            return self._select_fold(e, args), ATOM
-        code = self.value(args[0])
-        for other in args[1:]:
-            if self._constant_bound(other):
-                bound = self.value(other)
-                code = self.op(clip, x=code, lo=bound, hi=bound)
-            else:
-                code = self.op(pair, x=code, y=self.value(other))
-        return code, ATOM
-
-    def _select_fold(self, e, args) -> str:
-        rel = ">=" if isinstance(e, sp.Max) else "<="
-        code = self.value(args[0])
-        first_scalar = self.scalar_like(args[0])
-        for other in args[1:]:
-            left = code if code.isidentifier() else self.materialize_code(code)
-            code = self.where_codes(f"{left} {rel} {self.wrap(other, CMP + 1)}", left, self.value(other),
-                                    first_scalar, self.scalar_like(other))
-            first_scalar = False
-        return code
-
-    def _constant_bound(self, e) -> bool:
-        """A scalar that no gradient flows into: numbers and hyperparameters."""
-        if e.is_Number:  # also one that a tensor expression folded to (`x - x`), typed with its axes
-            return True
-        if self.typeof(e).axes or e.has(ir.Item):
-            return False
-        params = {self.prog.symbols[p.name] for p in self.prog.spec.params}
-        return e.free_symbols <= params
-
-    def materialize_code(self, code: str) -> str:
-        var = self.fresh("t")
-        self.stmts.append(f"{var} = {code}")
-        return var
-
-    def piecewise(self, e: sp.Piecewise) -> tuple[str, int]:
-        pairs = list(e.args)
-        if len(pairs) == 2 and pairs[0].expr == 1 and pairs[1].expr == 0 and pairs[1].cond is sp.true:
-            return self.op("cast", x=self.value(pairs[0].cond), dtype=self.dtype()), ATOM
-        c0 = pairs[0].cond
-        if len(pairs) == 2 and self.is_flag(c0):
-            branched = self.flag_branch(c0, pairs[0].expr, pairs[1].expr, self.names.get(e))
-            if branched is not None:
-                return branched, ATOM
-        code, prec = self.emit(pairs[-1].expr)
-        scalar = self.scalar_like(pairs[-1].expr)
-        for pair in reversed(pairs[:-1]):
-            c = pair.cond
-            if self.is_flag(c):
-                a = self.wrap(pair.expr, TERNARY + 1)
-                code = f"{a} if {self.value(c)} else {code if prec > TERNARY else '(' + code + ')'}"
-                prec = TERNARY
-                scalar = scalar and self.scalar_like(pair.expr)
-                continue
-            code = self.where_codes(self.value(c), self.value(pair.expr), code, self.scalar_like(pair.expr), scalar)
-            scalar = False
-            prec = ATOM
-        return code, prec
-
-    def is_flag(self, c) -> bool:
-        """A boolean hyperparameter: a Python bool in the generated code."""
-        return isinstance(c, sp.Symbol) and self.typeof(c).dtype == "bool" and not self.typeof(c).axes
-
-    def flag_branch(self, flag, a, b, name: str | None = None) -> str | None:
-        """where(flag, a, b) on a boolean hyperparameter, when a branch needs statements of its
-        own: ``if flag: <a's statements> else: <b's>``, so the branch not taken costs nothing
-        (a ternary would compute both). Values first computed inside a branch are not reused
-        after it. Returns None when neither branch needs a statement (the ternary serves)."""
-        blocks = []
-        memo = dict(self.memo)
-        for e in (a, b):
-            start = len(self.stmts)
-            code = self.value(e)
-            blocks.append((code, self.stmts[start:]))
-            del self.stmts[start:]
-            self.memo = dict(memo)
-        if not blocks[0][1] and not blocks[1][1]:
-            return None
-        # reuse the name a branch gives its value (stirling = ... / stirling = 0)
-        var = self.fresh(name) if name else next(
-            (c for c, st in blocks if st and c.isidentifier() and st[-1].startswith(f"{c} = ")), None)
-        var = var or self.fresh("branch")
-        out = []
-        for head, (code, st) in zip((f"if {self.value(flag)}:", "else:"), blocks):
-            out.append(head)
-            out += ["    " + line for stmt in st for line in stmt.split("\n")]
-            if not (st and st[-1].startswith(f"{var} = ") and code == var):
-                out.append(f"    {var} = {code}")
-        self.stmts += out
-        return var
-
-    def scalar_like(self, e) -> bool:
-        """A value the generated code holds as a Python number (not a tensor)."""
-        if self.typeof(e).axes:
-            return False
-        tensors = {self.prog.symbols[lr.name] for lr in self.prog.spec.learnable}
-        if self.b.wrap_scalars:
-            tensors |= {self.prog.symbols[p.name] for p in self.prog.spec.params if p.kind == "float"}
-        return not (e.free_symbols & tensors) and not e.has(ir.Item)
-
-    def where(self, c, a, b, y_code: str | None = None) -> str:
-        if self.is_flag(c) and y_code is None:  # a Python bool: no tensor op takes it as a condition
-            branched = self.flag_branch(c, a, b)
-            if branched is not None:
-                return branched
-            return f"({self.wrap(a, TERNARY + 1)} if {self.value(c)} else {self.wrap(b, TERNARY + 1)})"
-        yb = y_code if y_code is not None else self.value(b)
-        b_s = y_code is None and self.scalar_like(b)
-        return self.where_codes(self.value(c), self.value(a), yb, self.scalar_like(a), b_s)
-
-    def where_codes(self, cc: str, xa: str, yb: str, a_s: bool, b_s: bool) -> str:
-        if not self.b.where_scalars:
-            if a_s and b_s:
-                cc = self.tensor_code(cc)
-                xa = self.tensor_code(self.op("full", shape=f"{cc}.shape", value=xa, dtype=self.dtype()))
-                yb = self.op("full_like", x=xa, value=yb)
-            elif a_s:
-                yb = self.tensor_code(yb)
-                xa = self.op("full_like", x=yb, value=xa)
-            elif b_s:
-                xa = self.tensor_code(xa)
-                yb = self.op("full_like", x=xa, value=yb)
-        return self.op("where", c=cc, x=xa, y=yb)
-
-    def tensor_code(self, code: str) -> str:
-        return code if code.isidentifier() else self.materialize_code(code)
-
-    def relation(self, e) -> tuple[str, int]:
-        ops = {sp.StrictLessThan: "<", sp.LessThan: "<=", sp.StrictGreaterThan: ">",
-               sp.GreaterThan: ">=", sp.Equality: "==", sp.Unequality: "!="}
-        flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
-        sym = ops[type(e)]
+    def _lower_Relational(self, e) -> tuple[str, int]:
+        sym = _RELATIONS[type(e)]
         lhs, rhs = e.args
         if not self.typeof(lhs).axes and self.typeof(rhs).axes:
-            lhs, rhs, sym = rhs, lhs, flip[sym]
+            lhs, rhs, sym = rhs, lhs, _FLIP[sym]
         lcode, rcode = self.wrap(lhs, CMP + 1), self.wrap(rhs, CMP + 1)
-        # argmax/argmin give int64; Paddle refuses to compare int64 with an int32 label
+        # argmax/argmin give int64; a framework may refuse to compare int64 with an int32 label
         if isinstance(lhs, ir.ARG_EXTREMA) and isinstance(rhs, sp.Symbol) and self.typeof(rhs).axes:
             lcode = self.op("cast", x=lcode, dtype=f"{rcode}.dtype")
         elif isinstance(rhs, ir.ARG_EXTREMA) and isinstance(lhs, sp.Symbol) and self.typeof(lhs).axes:
             rcode = self.op("cast", x=rcode, dtype=f"{lcode}.dtype")
         return f"{lcode} {sym} {rcode}", CMP
-
-    def tensor_op(self, e) -> tuple[str, int]:
-        prog = self.prog
-        if isinstance(e, ir.Size):
-            name = self.need(e.args[0].name)
-            code = self.op("size_value", n=name, dtype="{dtype}")
-            return code.replace("{dtype}", self.dtype()) if "{dtype}" in code else code, ATOM
-        if isinstance(e, ir.Item):
-            return f"{self.wrap(e.args[0], ATOM)}[{int(e.args[1])}]", ATOM
-        if isinstance(e, ir.StopGradient):
-            return self.op("stop_gradient", x=self.value(e.args[0])), ATOM
-        if isinstance(e, ir.OneHot):
-            idx, ax = e.args
-            rng = self.op("arange", n=self.need(ax.name))
-            shape = canonical_shape((ax.name,), prog, self.need)
-            if shape:
-                rng = self.op("reshape", x=rng, shape=shape)
-            return self.op("cast", x=f"{self.value(idx)} == {rng}", dtype=self.dtype()), ATOM
-        x = e.args[0]
-        ax = e.args[-1].name
-        pos = _pos_expr(ax, prog, self.need)
-        if isinstance(e, ir.Gather):
-            src_axes = self.typeof(x).axes
-            index = self.value(e.args[1])
-            if src_axes == (ax,):
-                return self.op("lookup", x=self.value(x), index=index), ATOM
-            if (isinstance(x, ir.LogSoftmax) and x.args[-1] == e.args[-1] and "gather_log_softmax" in self.b.ops
-                    and self.uses.get(x, 0) <= 1 and x not in self.memo):
-                # log_softmax(z)[i] = z[i] - logsumexp(z): no full-size subtraction, where the
-                # backend has it and nothing else reads the whole log_softmax
-                z = self.tensor_arg(x.args[0])
-                return self.op("gather_log_softmax", x=z, axis=pos, index=index), ADD
-            return self.op("take_along_axis", x=self.value(x), axis=pos, index=index), ATOM
-        key = {ir.ReduceSum: "sum", ir.ReduceMean: "mean", ir.ReduceMax: "amax", ir.LogSumExp: "logsumexp",
-               ir.Softmax: "softmax", ir.LogSoftmax: "log_softmax", ir.ArgMax: "argmax",
-               ir.ArgMin: "argmin"}[type(e)]
-        template = self.b.ops[key]
-        if ax in prog.variadic:
-            # a group of no axes reduces nothing (a reduction over axis=() reduces every axis)
-            xs = self.tensor_arg(x)
-            return f"{self.op(key, x=xs, axis=pos)} if {self.need(ax)} else {xs}", TERNARY
-        xs = self.tensor_arg(x) if template.count("{x}") > 1 else self.value(x)
-        return self.op(key, x=xs, axis=pos), (ATOM if template.count("{x}") == 1 else ADD)
 
 
 def _is_negative(t) -> bool:

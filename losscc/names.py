@@ -15,13 +15,15 @@ import re
 from typing import Any
 
 from . import limits
+from .backends import reserved_names
 
 IDENT = re.compile(r"[a-z][a-z0-9_]*\Z")
 AXIS = re.compile(r"\*?[A-Z][A-Za-z0-9]*\Z")
-# names the generated code itself uses, or that would shadow what it needs
-RESERVED = frozenset(
+# names the generated code itself uses, or that would shadow what it needs (the names
+# the backends' import lines bind among them)
+RESERVED = reserved_names() | frozenset(
     {
-        "ms", "ops", "nn", "paddle", "F", "self",
+        "self",
         "dtype", "reduction", "cls", "super", "tuple", "float", "int", "bool", "len",
         "range", "isinstance", "ValueError", "TypeError", "None", "True", "False", "valid",
         "print", "type", "object", "str", "dict", "list", "getattr", "setattr", "exec", "eval",
@@ -43,7 +45,7 @@ _BUILTINS_OK = frozenset({"input", "format", "filter", "map", "id", "hash", "ite
 
 @functools.lru_cache(maxsize=None)
 def framework_names() -> frozenset[str]:
-    """What any backend's generated module imports (``ms``, ``ops``, ``paddle``, ``F``, ...):
+    """What any backend's generated module imports (``ops``, ``nn``, ``F``, ...):
     an input or parameter of that name would hide the framework from the function's body."""
     from .backends import all_backends
     from .lower import import_names

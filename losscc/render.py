@@ -169,7 +169,9 @@ def used_imports(lines: list[str], used: set[str]) -> list[str]:
     return out
 
 
-def render_init(backend_name: str, modules: list[tuple[str, str]]) -> str:
+def render_init(backend_name: str, modules: list[tuple[str, tuple[str, ...]]]) -> str:
+    """A backend package's ``__init__``: `modules` are (module, names it exports) pairs."""
     env = environment()
     tmpl = env.get_template("init.py.j2")
-    return normalise(tmpl.render(backend=backend_name, modules=modules, version=version_line()))
+    exported = [n for _, names in modules for n in names]
+    return normalise(tmpl.render(backend=backend_name, modules=modules, exported=exported, version=version_line()))

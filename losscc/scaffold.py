@@ -20,7 +20,7 @@ from .spec import check_identifier, spec_from_text
 
 STARTER = """\
 # A loss spec for losscc (reference: docs/spec.md of losscc; `losscc schema` prints a
-# JSON Schema for editors). `losscc generate` writes its MindSpore and Paddle code,
+# JSON Schema for editors). `losscc generate` writes its code for every backend,
 # `losscc verify <this file>` checks values and gradients against a 40-digit reference.
 name: {name}  # snake_case, equal to the file name: the function {name}(), the class {class_name}
 summary: Pseudo-Huber loss, delta**2 * (sqrt(1 + (d / delta)**2) - 1) with d = pred - target.

@@ -6,8 +6,9 @@ summed loss is taken with respect to every float input and learnable tensor.
 Expectations come from the spec's own cases, from case files (``references:`` or
 ``--cases``), and for random cases from :mod:`losscc.reference` (mpmath).
 
-This is the only module of the package that imports the frameworks, and only
-inside the runner functions.  MindSpore is always imported before Paddle.
+Each backend's runner (``Backend.runner``, in its module of :mod:`losscc.backends`)
+runs the code; verify imports the frameworks through
+:func:`losscc.backends.load_frameworks`, in the backends' load order.
 """
 
 from __future__ import annotations
@@ -31,12 +32,14 @@ from .compare import (  # noqa: F401  (compare, check and the tolerances are par
     ELEMENT_TOLERANCES, TOLERANCES, Check, Tolerance, _check_case, _extreme_check, _magnitude, check, compare,
     error_line, gradient_floor, sensitivity, value_floors,
 )
+from .backends import all_backends, load_frameworks
+from .backends import get as get_backend
+from .backends import names as backend_names
 from .errors import SpecError
 from .parse import build_program
 from .reference import reference
 from .spec import Spec
 
-BACKENDS = ("mindspore", "paddle")
 MODES = ("eager", "graph")
 DTYPES = ("float64", "float32")
 
@@ -75,167 +78,34 @@ def load_module(path: Path, name: str):
     """Import one generated file on its own (it must be self-contained)."""
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod  # MindSpore's graph compiler re-imports functions' modules by name
+    sys.modules[name] = mod  # a graph compiler may re-import functions' modules by name
     spec.loader.exec_module(mod)
     return mod
 
 
-# Framework noise that says nothing about the code under test; filtered only inside
-# losscc's own runs (warnings.catch_warnings), never for the user's process as a whole.
-QUIET_WARNINGS = (
-    "Tensor do not have 'place' interface for pir graph mode",  # Paddle to_static, per traced op
-    "No ccache found",                                          # Paddle at import
-)
-QUIET_ENV = {"GLOG_minloglevel": "2"}  # Paddle's C++ (glog) log lines; set only where unset
-
-
 @contextlib.contextmanager
 def quiet_frameworks():
-    """Known framework warnings filtered for the duration of a verify run."""
+    """The backends' known framework warnings (``Backend.quiet_warnings``) filtered for the
+    duration of a verify run, never for the user's process as a whole."""
     with warnings.catch_warnings():
-        for text in QUIET_WARNINGS:
-            warnings.filterwarnings("ignore", message=re.escape(text))
+        for b in all_backends():
+            for text in b.quiet_warnings:
+                warnings.filterwarnings("ignore", message=re.escape(text))
         yield
 
 
+def runner(backend: str):
+    """A fresh runner of backend `backend` (its framework imported)."""
+    return get_backend(backend).runner()
+
+
 def import_frameworks(backends) -> None:
-    for key, value in QUIET_ENV.items():
-        os.environ.setdefault(key, value)
+    """Import the frameworks of `backends` (names), their ``quiet_env`` set where unset."""
+    for name in backends:
+        for key, value in get_backend(name).quiet_env.items():
+            os.environ.setdefault(key, value)
     with quiet_frameworks():
-        if "mindspore" in backends:
-            import mindspore  # noqa: F401  (must come before paddle: both ship libdnnl)
-        if "paddle" in backends:
-            import paddle  # noqa: F401
-
-
-# --------------------------------------------------------------------------- runners
-
-
-class MindSporeRunner:
-    name = "mindspore"
-
-    def __init__(self):
-        import mindspore as ms
-
-        self.ms = ms
-        self._cells: dict = {}
-
-    def tensor(self, a, dtype):
-        a = np.asarray(a)
-        if a.dtype.kind in "iu":
-            return self.ms.Tensor(a.astype(np.int64))
-        return self.ms.Tensor(a.astype(dtype))
-
-    def make(self, mod, spec: Spec, params: dict, reduction: str, dtype: str, learnable: dict):
-        ms = self.ms
-        cls = getattr(mod, spec.class_name)
-        kw = dict(params)
-        if spec.learnable:
-            kw["dtype"] = getattr(ms, dtype)
-        cell = cls(**kw, reduction=reduction)
-        for lr in spec.learnable:
-            getattr(cell, lr.name).set_data(ms.Tensor(np.asarray(learnable[lr.name], dtype=dtype)))
-        return cell
-
-    def run(self, mod, spec, case: CaseData, dtype: str, mode: str, reductions) -> tuple[dict, dict]:
-        ms = self.ms
-        args, names = self.args(spec, case, dtype)
-        values = {}
-        for red in reductions:
-            cell = self.make(mod, spec, case.params, red, dtype, case.learnable)
-            fn = ms.jit(cell) if mode == "graph" else cell
-            values[red] = fn(*args).asnumpy().astype(float)
-        cell = self.make(mod, spec, case.params, "sum", dtype, case.learnable)
-        pos = tuple(k for k, n in enumerate(names) if n is not None)
-        weights = cell.trainable_params() if spec.learnable else None
-        vg = ms.value_and_grad(cell, grad_position=pos, weights=weights)
-        if mode == "graph":
-            vg = ms.jit(vg)
-        _, g = vg(*args)
-        grads = {}
-        if weights is not None:
-            g_in, g_w = g
-        else:
-            g_in, g_w = g, ()
-        if not isinstance(g_in, tuple):
-            g_in = (g_in,)
-        for k, gi in zip(pos, g_in):
-            grads[names[k]] = gi.asnumpy().astype(float)
-        for lr, gw in zip(spec.learnable, g_w):
-            grads[lr.name] = gw.asnumpy().astype(float)
-        return values, grads
-
-    def args(self, spec, case, dtype):
-        order = [i for i in spec.inputs if not i.optional] + [i for i in spec.inputs if i.optional]
-        args, names = [], []
-        for inp in order:
-            v = case.inputs.get(inp.name)
-            args.append(None if v is None else self.tensor(v, dtype))
-            names.append(inp.name if (v is not None and inp.dtype == "float" and not inp.optional) else None)
-        return args, names
-
-
-class PaddleRunner:
-    name = "paddle"
-
-    def __init__(self):
-        import paddle
-
-        self.paddle = paddle
-
-    def make(self, mod, spec, params, reduction, dtype, learnable):
-        paddle = self.paddle
-        cls = getattr(mod, spec.class_name)
-        kw = dict(params)
-        if spec.learnable:
-            kw["dtype"] = dtype
-        layer = cls(**kw, reduction=reduction)
-        for lr in spec.learnable:
-            getattr(layer, lr.name).set_value(paddle.to_tensor(np.asarray(learnable[lr.name], dtype=dtype)))
-        return layer
-
-    def run(self, mod, spec, case, dtype, mode, reductions):
-        paddle = self.paddle
-        values = {}
-        for red in reductions:
-            layer = self.make(mod, spec, case.params, red, dtype, case.learnable)
-            fn = paddle.jit.to_static(layer, full_graph=True) if mode == "graph" else layer
-            args, _ = self.args(spec, case, dtype)
-            values[red] = fn(*args).numpy().astype(float)
-        layer = self.make(mod, spec, case.params, "sum", dtype, case.learnable)
-        fn = paddle.jit.to_static(layer, full_graph=True) if mode == "graph" else layer
-        args, names = self.args(spec, case, dtype)
-        out = fn(*args)
-        out.backward()
-        grads = {}
-        for a, n in zip(args, names):
-            if n is not None:  # an input the loss does not differentiate through has no .grad
-                grads[n] = a.grad.numpy().astype(float) if a.grad is not None else np.zeros(a.shape)
-        for lr in spec.learnable:  # a learnable the loss does not use has no .grad
-            g = getattr(layer, lr.name).grad
-            grads[lr.name] = g.numpy().astype(float) if g is not None else np.zeros(lr.shape)
-        return values, grads
-
-    def args(self, spec, case, dtype):
-        paddle = self.paddle
-        order = [i for i in spec.inputs if not i.optional] + [i for i in spec.inputs if i.optional]
-        args, names = [], []
-        for inp in order:
-            v = case.inputs.get(inp.name)
-            if v is None:
-                args.append(None)
-                names.append(None)
-                continue
-            v = np.asarray(v)
-            diff = inp.dtype == "float" and not inp.optional
-            t = paddle.to_tensor(v.astype(np.int64) if v.dtype.kind in "iu" else v.astype(dtype),
-                                 stop_gradient=not diff)
-            args.append(t)
-            names.append(inp.name if diff else None)
-        return args, names
-
-
-RUNNERS = {"mindspore": MindSporeRunner, "paddle": PaddleRunner}
+        load_frameworks(backends)
 
 
 # --------------------------------------------------------------------------- driver
@@ -345,23 +215,22 @@ def collect_cases(spec: Spec, root: Path, extra_files: list[str], n_random: int,
     return cases
 
 
-def run(specs: list[Spec], backends=BACKENDS, dtypes=DTYPES, modes=MODES, extra_files=(), n_random=3,
+def run(specs: list[Spec], backends=None, dtypes=DTYPES, modes=MODES, extra_files=(), n_random=3,
         seed=0, root: Path = Path("."), progress=None, extreme: bool = False, spec_done=None,
         strict: bool = False) -> list[Row]:
     """Verify `specs`; `progress(row)` after each row, `spec_done(spec, rows)` after each spec."""
     with quiet_frameworks():
-        return _run(specs, backends, dtypes, modes, extra_files, n_random, seed, root, progress, extreme,
+        return _run(specs, tuple(backends or backend_names()), dtypes, modes, extra_files, n_random, seed, root, progress, extreme,
                     spec_done, strict)
 
 
 def _run(specs, backends, dtypes, modes, extra_files, n_random, seed, root, progress, extreme,
          spec_done, strict=False) -> list[Row]:
-    from .backends import get
     from .emit import compile_spec
 
     import_frameworks(backends)
     all_cases = {s.name: collect_cases(s, root, list(extra_files), n_random, seed, extreme) for s in specs}
-    runners = {b: RUNNERS[b]() for b in backends}
+    runners = {b: runner(b) for b in backends}
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="losscc-verify-") as tmp:
         for spec in specs:
@@ -369,7 +238,7 @@ def _run(specs, backends, dtypes, modes, extra_files, n_random, seed, root, prog
             for b in backends:
                 path = Path(tmp) / b / f"{spec.name}.py"
                 path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(compile_spec(spec, get(b)), encoding="utf-8")
+                path.write_text(compile_spec(spec, get_backend(b)), encoding="utf-8")
                 modules[b] = load_module(path, f"losscc_verify_{b}_{spec.name}")
             spec_rows = verify_spec(spec, modules, runners, dtypes, modes, all_cases[spec.name], progress, strict)
             rows += spec_rows
@@ -401,7 +270,7 @@ def run_cli(args) -> int:
     specs = load_all(project_specs(project, args.specs), eps=eps, root=project.root)
     if args.cases and len(specs) != 1:
         raise SpecError([])  # pragma: no cover - argparse-level misuse is reported below
-    backends = tuple(args.backend or BACKENDS)
+    backends = tuple(args.backend or backend_names())
     dtypes = tuple(args.dtype or DTYPES)
     modes = tuple(args.mode or MODES)
     start = time.time()

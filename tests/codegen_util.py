@@ -6,7 +6,6 @@ from __future__ import annotations
 import textwrap
 from functools import cache, lru_cache
 
-import mindspore  # noqa: F401  (before paddle)
 import numpy as np
 
 from losscc import verify
@@ -14,8 +13,7 @@ from losscc.backends import get
 from losscc.cases import CaseData, _draw
 from losscc.emit import compile_spec
 from losscc.spec import spec_from_text
-
-BACKENDS = ("mindspore", "paddle")
+from tests.backend_util import AVAILABLE as BACKENDS  # the backends whose frameworks are installed
 
 
 def spec_of(text: str, label: str = "test"):
@@ -34,7 +32,7 @@ def modules(spec, tmp_path, tag: str = "") -> dict:
 
 @cache
 def runners() -> dict:
-    return {b: verify.RUNNERS[b]() for b in BACKENDS}
+    return {b: verify.runner(b) for b in BACKENDS}
 
 
 def case(spec, sizes: dict, seed: int = 0, params: dict | None = None, none: tuple = ()) -> CaseData:

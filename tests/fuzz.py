@@ -45,7 +45,7 @@ from hypothesis import seed as hseed
 from hypothesis import strategies as st
 
 from losscc import compare, verify
-from losscc.backends import all_backends
+from losscc.backends import all_backends, names
 from losscc.cases import CaseData
 from losscc.emit import render_tree
 from losscc.errors import SpecError
@@ -531,7 +531,7 @@ def fuzz(examples: int, seed: int | None = 0, graph_every: int = 5, out: Path | 
     import mindspore as ms
 
     ms.set_context(mode=ms.PYNATIVE_MODE)
-    runners = {b: verify.RUNNERS[b]() for b in verify.BACKENDS}
+    runners = {b: verify.runner(b) for b in names()}
     summary = Summary()
     out = out or Path(tempfile.mkdtemp(prefix="losscc-fuzz-"))
     start = time.time()
@@ -585,7 +585,7 @@ def main(argv=None) -> int:
                     help="rerun saved specs and say whether a name collision causes the failure")
     args = ap.parse_args(argv)
     if args.triage:
-        runners = {b: verify.RUNNERS[b]() for b in verify.BACKENDS}
+        runners = {b: verify.runner(b) for b in names()}
         with tempfile.TemporaryDirectory(prefix="losscc-fuzz-mod-") as tmp:
             for k, path in enumerate(args.triage):
                 plan = load_saved(path)

@@ -297,3 +297,16 @@ def test_constructor_tensors_and_keywords(backend):
         want = x - t * np.log(x + 0.25)
         got = pn.PoissonNLLLoss(log_input=False, epsilon=0.25, reduction="none")(fw.tensor(x), fw.tensor(t))
         assert close(fw.numpy(got), want)
+
+
+def test_a_declaration_for_an_unknown_backend_is_refused():
+    from losscc.errors import SpecError
+    from losscc.spec import spec_from_text
+
+    text = "name: t\nsummary: s\ninputs:\n  x: {dtype: float, shape: [N]}\nformula: loss = x * x\n" \
+           "dropin:\n  padle: {function: [x]}\n"
+    with pytest.raises(SpecError) as exc:
+        spec_from_text(text, "t.yaml")
+    (d,) = exc.value.diagnostics
+    assert (d.code, d.loc.line, d.loc.col) == ("E111", 7, 3) and "unknown field 'padle'" in d.message
+    assert "did you mean 'paddle'" in d.hint

@@ -4,7 +4,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import mindspore as ms  # noqa: F401  (before paddle)
 import numpy as np
 import pytest
 import sympy as sp
@@ -16,6 +15,7 @@ from losscc.parse import build_program
 from losscc.pipeline import explain, prepare
 from losscc.rewrites import is_positive
 from losscc.spec import load_spec, spec_from_text
+from tests.backend_util import BACKENDS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -91,7 +91,7 @@ def test_global_eps_is_recorded_and_checked(tmp_path):
     assert r.returncode == 2 and "--eps" in r.stderr and "Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize("backend", ["mindspore", "paddle"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_dice_empty_sample_is_finite(backend, tmp_path):
     spec = _spec("dice")
     path = tmp_path / f"dice_{backend}.py"
@@ -101,7 +101,7 @@ def test_dice_empty_sample_is_finite(backend, tmp_path):
     target = np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]])
     case = verify.CaseData("empty", "test", {"probs": probs, "target": target}, {})
     for dtype in ("float32", "float64"):
-        vals, grads = verify.RUNNERS[backend]().run(mod, spec, case, dtype, "eager", ["none"])
+        vals, grads = verify.runner(backend).run(mod, spec, case, dtype, "eager", ["none"])
         # empty: 1 - 0 / eps = 1; the other: 1 - 2 * 0.5 / 1.75
         np.testing.assert_allclose(vals["none"], [1.0, 1 - 1.0 / 1.75], rtol=1e-6)
         g = grads["probs"]
@@ -116,6 +116,7 @@ HALF = ("float16", "bfloat16")
 
 
 def _ms_run(mod, fn_name, arrays, dtype, mode):
+    import mindspore as ms
     from mindspore import ops
 
     tensors = [ops.cast(ms.Tensor(a), getattr(ms, dtype)) if a.dtype.kind == "f" else ms.Tensor(a.astype(np.int32))
@@ -145,6 +146,7 @@ def _pd_run(mod, fn_name, arrays, dtype, mode):
         g.dtype == getattr(paddle, dtype), g.astype("float32").numpy()
 
 
+HALF_RUNS = {"mindspore": _ms_run, "paddle": _pd_run}  # (value ok, value, gradient ok, gradient)
 INPUTS = {
     "focal": lambda rng: [rng.standard_normal((6, 5)) * 3, rng.integers(0, 5, 6)],
     "bce_with_logits": lambda rng: [rng.standard_normal((6, 5)) * 3, rng.uniform(0, 1, (6, 5))],
@@ -154,7 +156,7 @@ INPUTS = {
 
 @pytest.mark.parametrize("dtype", HALF)
 @pytest.mark.parametrize("mode", ["eager", "graph"])
-@pytest.mark.parametrize("backend", ["mindspore", "paddle"])
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b.values[0] in HALF_RUNS])
 @pytest.mark.parametrize("name", sorted(INPUTS))
 def test_half_inputs_are_computed_in_float32(name, backend, mode, dtype):
     mod = verify.load_module(ROOT / "generated" / backend / f"{name}.py", f"guards_half_{backend}_{name}")
@@ -169,7 +171,7 @@ def test_half_inputs_are_computed_in_float32(name, backend, mode, dtype):
             b = (b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000
             return b.view(np.float32)
         half = [to_bf16(a) if a.dtype.kind == "f" else a for a in arrays]
-    run = _ms_run if backend == "mindspore" else _pd_run
+    run = HALF_RUNS[backend]
     v_ok, v, g_ok, g = run(mod, name, half, dtype, mode)
     ref_ok, ref_v, _, ref_g = run(mod, name, [a.astype(np.float32) if a.dtype.kind == "f" else a for a in half],
                                   "float32", mode)

@@ -4,19 +4,18 @@ broadcast-and-sum for the mean; and it gives what an explicit default-filled ten
 
 from pathlib import Path
 
-import mindspore  # noqa: F401  (before paddle)
 import numpy as np
 import pytest
 
 from losscc import verify
-from losscc.backends import get
+from losscc.backends import get, names
 from losscc.cases import _declared_shape, random_cases
 from losscc.pipeline import prepare
 from losscc.spec import load_spec
+from tests.backend_util import BACKENDS
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = sorted(p.stem for p in (ROOT / "specs").glob("*.yaml"))
-BACKENDS = ("mindspore", "paddle")
 
 
 def _spec(name):
@@ -47,7 +46,7 @@ def test_every_spec_with_an_optional_input_is_specialised():
         opt = tuple(i.name for i in spec.inputs if i.optional)
         assert (none.inputs if none else ()) == opt, name
         test = " and ".join(f"{n} is None" for n in opt)
-        for backend in BACKENDS:
+        for backend in names():
             assert (f"    if {test}:" in _source(backend, name)) == bool(opt), (name, backend)
 
 
@@ -69,14 +68,14 @@ def test_none_path_is_the_hand_written_one(name, backend):
 
 
 def test_masked_mean_counts_the_positions_kept():
-    for backend in BACKENDS:
+    for backend in names():
         none, general = _branches(_source(backend, "nll"), "weight is None")
         assert "result = loss.sum() / " in none and "cast(valid, dtype).sum()" in none
         assert "take(weight" not in none and "gather(ops.reshape(weight" not in none
 
 
 def test_several_optional_inputs_specialise_only_all_none():
-    for backend in BACKENDS:
+    for backend in names():
         text = _source(backend, "bce_with_logits")
         none, general = _branches(text, "weight is None and pos_weight is None")
         assert "weight" not in none
@@ -95,7 +94,7 @@ def _explicit(spec, case):
 
 def _run(backend, name, spec, case, mode="eager"):
     mod = verify.load_module(ROOT / "generated" / backend / f"{name}.py", f"optional_{backend}_{name}")
-    runner = verify.RUNNERS[backend]()
+    runner = verify.runner(backend)
     return runner.run(mod, spec, case, "float64", mode, spec.reduction_names)
 
 

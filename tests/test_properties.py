@@ -96,7 +96,7 @@ def test_random_formulas_that_compile_pass_verify(tmp_path_factory, expr):
     exp_vals, exp_grads, kinks = verify.expectations(prog, case)
     if not all(np.all(np.isfinite(v)) for v in exp_vals.values()):
         return
-    vals, grads = verify.RUNNERS["paddle"]().run(mod, spec, case, "float64", "eager", list(spec.reduction_names))
+    vals, grads = verify.runner("paddle").run(mod, spec, case, "float64", "eager", list(spec.reduction_names))
     for red in spec.reduction_names:
         ok, err = verify.compare(vals[red], exp_vals[red], "float64", magnitude=verify._magnitude(case))
         assert ok, (expr, red, err)

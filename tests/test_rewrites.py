@@ -34,6 +34,7 @@ from losscc.pipeline import prepare
 from losscc.reference import Evaluator, digits_for
 from losscc.rewrites import STABILITY, guard_branches, guard_gradients, is_nonneg, is_positive, optimize
 from losscc.spec import load_spec, spec_from_text
+from tests.backend_util import BACKENDS
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = {r.name: r for r in STABILITY}
@@ -736,10 +737,10 @@ def _float32_run(spec, backend, tag, inputs, tmp_path):
     path.write_text(compile_spec(spec, get(backend)))
     mod = verify.load_module(path, f"{tag}_{backend}")
     case = verify.CaseData("extreme", "test", inputs, {})
-    return verify.RUNNERS[backend]().run(mod, spec, case, "float32", "eager", ["none"])
+    return verify.runner(backend).run(mod, spec, case, "float32", "eager", ["none"])
 
 
-@pytest.mark.parametrize("backend", ["mindspore", "paddle"])
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("rule,formula", FLOAT32_EXTREME)
 def test_float32_extreme_values_and_gradients_are_finite_and_right(rule, formula, backend, tmp_path):
     """Value and gradient in float32 (eager) at |x| up to 1000 are finite and match the
@@ -764,7 +765,7 @@ def test_float32_extreme_values_and_gradients_are_finite_and_right(rule, formula
         np.testing.assert_allclose(g[ok], gw[ok], rtol=2e-5, atol=1e-6, err_msg=name)
 
 
-@pytest.mark.parametrize("backend", ["mindspore", "paddle"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_generated_log_cosh_keeps_relative_accuracy_near_zero(backend):
     """The committed log_cosh, float64 eager: per-element relative error below 1e-14 from
     |d| = 1e-10 to 800 (the single far form gave 1.11e-16 for 5e-17 at d = 1e-8). MindSpore
@@ -776,7 +777,7 @@ def test_generated_log_cosh_keeps_relative_accuracy_near_zero(backend):
     mod = verify.load_module(ROOT / "generated" / backend / "log_cosh.py", f"rw_log_cosh_{backend}")
     d = np.array([1e-10, -1e-8, 3e-5, 1e-3, 0.5, -1.9, 2.0, 2.1, 30.0, -800.0])
     case = verify.CaseData("small", "test", {"input": d, "target": np.zeros_like(d)}, {})
-    vals, _ = verify.RUNNERS[backend]().run(mod, spec, case, "float64", "eager", ["none"])
+    vals, _ = verify.runner(backend).run(mod, spec, case, "float64", "eager", ["none"])
     with mpmath.workdps(60):
         truth = np.array([float(mpmath.log(mpmath.cosh(mpmath.mpf(v)))) for v in d])
     if backend == "mindspore":

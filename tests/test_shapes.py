@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from tests.codegen_util import case, check, modules, spec_of
 
-from losscc.backends import get
+from losscc.backends import get, names
 from losscc.emit import compile_spec
 from losscc.errors import SpecError
 from losscc.parse import build_program
@@ -105,7 +105,7 @@ def test_group_positions_match_reference(name, group, tmp_path):
     check(spec, mods, cases)
 
 
-@pytest.mark.parametrize("backend", ["mindspore", "paddle"])
+@pytest.mark.parametrize("backend", names())
 def test_reduction_over_a_group_is_guarded_for_no_axes(backend):
     """axis=() reduces every axis in both frameworks: the code must not pass an empty group."""
     src = compile_spec(spec_of(SPECS["trailing_sum"]), get(backend))
@@ -116,7 +116,7 @@ def test_reduction_over_a_group_is_guarded_for_no_axes(backend):
 def test_group_size_is_assigned_before_use(tmp_path):
     """A trailing group's size is read when only its length is needed (no NameError)."""
     spec = spec_of(SPECS["trailing_mean"])
-    for backend in ("mindspore", "paddle"):
+    for backend in names():
         src = compile_spec(spec, get(backend))
         body = src[src.index("def trailing_mean("):]
         assert body.index("    S = ") < body.index("len(S)")
@@ -180,7 +180,7 @@ def test_size_needed_when_its_only_carrier_is_none_is_refused():
         formula: |
           loss = input**2 * sum(weight, axis=C)
     """, "bad")
-    for backend in ("mindspore", "paddle"):
+    for backend in names():
         with pytest.raises(SpecError) as exc:
             compile_spec(spec, get(backend))
         text = str(exc.value)

@@ -13,6 +13,7 @@ from losscc.cases import CaseData
 from losscc.emit import compile_spec, find_specs, load_all
 from losscc.parse import build_program
 from losscc.spec import spec_from_text
+from tests.backend_util import BACKENDS
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = load_all(find_specs([str(ROOT / "specs")]))
@@ -32,7 +33,7 @@ formula: |
 """
 
 
-@pytest.mark.parametrize("backend", ["mindspore", "paddle"])
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("mode", ["eager", "graph"])
 def test_naive_focal_is_finite_and_correct_at_1e4(backend, mode, tmp_path):
     spec = spec_from_text(NAIVE_FOCAL, "naive_focal.yaml")
@@ -43,7 +44,7 @@ def test_naive_focal_is_finite_and_correct_at_1e4(backend, mode, tmp_path):
     label = np.array([0, 1, 2])
     case = CaseData("logits_1e4", "test", {"logits": logits, "label": label}, {}, from_reference=True)
     exp_vals, exp_grads, _ = verify.expectations(build_program(spec), case)
-    vals, grads = verify.RUNNERS[backend]().run(mod, spec, case, "float32", mode, ["none", "sum", "mean"])
+    vals, grads = verify.runner(backend).run(mod, spec, case, "float32", mode, ["none", "sum", "mean"])
     for red in ("none", "sum", "mean"):
         assert np.all(np.isfinite(vals[red]))
         np.testing.assert_allclose(vals[red], exp_vals[red], rtol=1e-5)
@@ -72,7 +73,7 @@ def test_clip_guard_limits_logits(tmp_path):
     logits = np.array([[1e4, -1e4, 0.0], [80.0, -80.0, 0.0]])
     case = CaseData("clip", "test", {"logits": logits, "label": np.array([1, 1])}, {}, from_reference=True)
     exp_vals, exp_grads, _ = verify.expectations(build_program(spec), case)
-    vals, grads = verify.RUNNERS["paddle"]().run(mod, spec, case, "float64", "eager", ["none"])
+    vals, grads = verify.runner("paddle").run(mod, spec, case, "float64", "eager", ["none"])
     np.testing.assert_allclose(vals["none"], exp_vals["none"], rtol=1e-10, atol=1e-12)
     # both rows clip to +-50, so they have the same loss; the gradient stops beyond the clip
     assert vals["none"][0] == pytest.approx(vals["none"][1], rel=1e-12)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 
-import mindspore as ms  # noqa: F401  (before paddle)
 import numpy as np
 import pytest
 
@@ -26,6 +25,7 @@ from losscc.emit import compile_spec
 from losscc.parse import build_program
 from losscc.reference import reference
 from losscc.spec import spec_from_text
+from tests.backend_util import BACKENDS
 
 TERMS = {  # input(s) -> (term of the loss, values at and around the ties, expected gradients)
     ("a", "b"): ("max(a, b)", ([0, 1, -1, 2], [0, 1, 3, -2]), ([0.5, 0.5, 0, 1], [0.5, 0.5, 1, 0])),
@@ -85,13 +85,13 @@ def test_reference_gives_the_convention_at_ties(case):
 
 
 @pytest.mark.parametrize("mode", ["eager", "graph"])
-@pytest.mark.parametrize("backend", ["mindspore", "paddle"])
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_generated_code_gives_the_convention_at_ties(case, backend, mode, tmp_path):
     text, inputs, expected = CASES[case]
     spec, mod = _module(text, backend, tmp_path)
     data = verify.CaseData("ties", "test", inputs, {})
-    _, grads = verify.RUNNERS[backend]().run(mod, spec, data, "float64", mode, ["none"])
+    _, grads = verify.runner(backend).run(mod, spec, data, "float64", mode, ["none"])
     for name, g in expected.items():
         np.testing.assert_allclose(grads[name], g, atol=1e-12, err_msg=f"{backend} {mode} d/d{name}")
 

@@ -13,6 +13,7 @@ from losscc import verify
 from losscc.backends import get
 from losscc.emit import compile_spec
 from losscc.spec import load_spec
+from tests.backend_util import AVAILABLE
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -121,7 +122,7 @@ def test_plain_log_cosh_lowering_fails_verify(tmp_path):
     spec = load_spec(ROOT / "specs/log_cosh.yaml", "specs/log_cosh.yaml")
     case = verify.CaseData("tiny_d", "test", {"input": np.array([1e-8, 0.5, -2.0]), "target": np.zeros(3),
                                               "weight": None}, {}, from_reference=True)
-    runner = verify.RUNNERS["paddle"]()
+    runner = verify.runner("paddle")
     results = {}
     for tag, expr in (("plain", "paddle.log(paddle.cosh(d))"), ("accurate", "paddle.log1p(2 * paddle.sinh(d / 2) ** 2)")):
         path = tmp_path / f"log_cosh_{tag}.py"
@@ -148,7 +149,7 @@ def test_error_line_unwraps_framework_errors():
 
     try:
         paddle.jit.to_static(Bad(), full_graph=True)(paddle.ones([4]))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         line = verify.error_line(exc)
     assert line.startswith("ValueError: (InvalidArgument) The 'shape' in ReshapeOp is invalid"), line
     assert line.endswith("(at: return paddle.reshape(y, [7, 3]))")
@@ -159,7 +160,7 @@ def test_error_line_unwraps_framework_errors():
 
     try:
         ms.jit(BadCell())(ms.Tensor(np.ones(4)))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         line = verify.error_line(exc)
     assert line.startswith("ValueError: For primitive[Reshape]"), line
     assert "C++ Call Stack" not in line and line.endswith("(at: return ms.ops.reshape(x * 2, (7, 3)))")
@@ -206,7 +207,7 @@ def _rows_with_backend(spec, backend, tmp_path):
     path = tmp_path / f"{spec.name}_{backend.name}.py"
     path.write_text(compile_spec(spec, backend))
     mod = verify.load_module(path, f"mutant_{backend.name}_{spec.name}_{abs(hash(str(tmp_path)))}")
-    runner = verify.RUNNERS[backend.name]()
+    runner = verify.runner(backend.name)
     cases = verify.collect_cases(spec, ROOT, [], 2, 0)
     return verify.verify_spec(spec, {backend.name: mod}, {backend.name: runner}, ("float64",), ("eager",), cases)
 
@@ -214,7 +215,7 @@ def _rows_with_backend(spec, backend, tmp_path):
 def test_swapped_operator_mapping_fails(tmp_path):
     """log lowered as log1p: verify must fail, while the true table passes."""
     spec = load_spec(ROOT / "specs/kl_div.yaml", "specs/kl_div.yaml")
-    for name in ("mindspore", "paddle"):
+    for name in AVAILABLE:
         good = get(name)
         helpers = dict(good.helpers)
         if "log1p" in helpers:  # log1p spelled through a helper function: log needs it too

@@ -252,6 +252,22 @@ def test_verify_without_frameworks_from_a_checkout(tmp_path, blocked, args, name
     assert not any(m in line for m in not_named), line
 
 
+def test_verify_skips_a_default_backend_without_its_framework(tmp_path):
+    """Of the default backends, one whose framework cannot be imported is skipped with a
+    one-line note; the others are verified."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(BLOCKER.format(blocked={"paddle"}), encoding="utf-8")
+    env = _clean_env(PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]))
+    r = _run([sys.executable, "-m", "losscc", "verify", "specs/mse.yaml", "--dtype", "float64", "--mode", "eager"],
+             cwd=ROOT, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    notes = [ln for ln in r.stderr.splitlines() if ln.startswith("losscc: ")]
+    assert notes == ["losscc: note: skipping backend paddle: paddle cannot be imported"], r.stderr
+    rows = [ln.split() for ln in r.stdout.splitlines() if ln.startswith("mse ")]
+    assert [row[1] for row in rows] == ["mindspore"] and rows[0][-1] == "pass", r.stdout
+
+
 def test_pre_commit_hooks():
     import re
 

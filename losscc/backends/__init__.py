@@ -1,20 +1,59 @@
-"""Backends: one operator table each (this package) plus one template set (templates/<name>/).
+"""Backends, discovered: each module of this package is one target framework.
 
-A backend is a :class:`Backend` value: the imports its code needs, how it spells
-each IR operator (format strings over named operands), the helper functions some
-operators need, and a few flags.  Adding a backend means adding one module here
-with a ``BACKEND`` value and one template directory; nothing else changes.
+A backend is a :class:`Backend` value named ``BACKEND`` in a module of this package
+whose name is the backend's name.  It holds everything losscc knows about one
+framework:
 
-A few operators are optional, for instruction selection: ``square`` (used for ``x**2``
-instead of ``**``) and ``gather_log_softmax`` (``log_softmax(z)[i]`` computed as
-``z[i] - logsumexp(z)``). A table without them gets the general lowering.
+* ``imports``: the import lines of a generated module.  The framework modules they
+  import (:attr:`Backend.frameworks`) are what ``verify`` needs installed; the names
+  they bind (:attr:`Backend.bound_names`) are reserved: no input, parameter or local of
+  the generated code may take one.
+* ``ops``: how it spells each operator of :mod:`losscc.backends.operators` (format
+  strings over the operator's operands) where the base table there does not serve,
+  plus ``helpers``, the functions some spellings call.  The table is checked against
+  the operator interface when the module is imported.
+* a few flags for differences that are not spelling (``wrap_scalars``, ``where_scalars``).
+* ``template``: its module template, ``templates/<name>/module.py.j2``, a small child
+  of ``templates/_module.py.j2`` that fills the blocks (the class above all).
+* ``exports``: which of a module's names its package ``__init__`` imports.
+* ``runner``: how ``verify`` runs the generated code eagerly and compiled and takes
+  gradients; the framework is imported inside the runner, never by the module itself.
+
+Adding a backend ``foo``:
+
+1. write ``losscc/backends/foo.py`` with ``BACKEND = Backend(name="foo", ...)`` and its
+   runner class (the existing backends are the model);
+2. write ``templates/foo/module.py.j2`` (``{% extends "_module.py.j2" %}`` and the
+   class block);
+3. add the framework to the ``frameworks`` extra in ``pyproject.toml``.
+
+Nothing else names a backend: the CLI's ``--backend`` choices, the project
+configuration, ``verify``'s backend list, the reserved names and the tests'
+parametrisation all come from :func:`all_backends`.  A backend whose framework is
+not installed still generates code; ``verify`` skips it with a note.
 """
 
 from __future__ import annotations
 
+import ast
+import importlib
+import importlib.util
+import pkgutil
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from types import MappingProxyType
-from typing import Mapping
+
+from .operators import table
+
+# modules of this package that are not backends
+SUPPORT_MODULES = frozenset({"operators"})
+
+
+def class_export(names: Mapping[str, str]) -> tuple[str, ...]:
+    """A package ``__init__`` that exports each module's class (functions stay in their
+    modules, so ``import <package>.<module>`` is the module)."""
+    return (names["class"],)
 
 
 @dataclass(frozen=True)
@@ -28,9 +67,22 @@ class Backend:
     scalar: str = "{value}"          # how a wrapped scalar is written
     where_scalars: bool = True       # where(c, x, 1.0) accepts a Python number (else full_like)
     template: str = "module.py.j2"
-    # attribute names of the generated class's framework base (nn.Layer, nn.LossBase): a
-    # parameter or learnable stored under one of them would hide a method or break the base
+    # attribute names of the generated class's framework base: a parameter or learnable
+    # stored under one of them would hide a method or break the base
     attributes: frozenset[str] = frozenset()
+    # a module's public names by kind ({"function": ..., "class": ...}) -> what __init__ imports
+    exports: Callable[[Mapping[str, str]], tuple[str, ...]] = class_export
+    runner: Callable[[], object] | None = None  # verify's runner (imports the framework when built)
+    # verify's runs only: framework warnings that say nothing about the code under test, and
+    # environment variables set (where unset) before the framework is imported
+    quiet_warnings: tuple[str, ...] = ()
+    quiet_env: Mapping[str, str] = field(default_factory=dict)
+    # frameworks are imported in ascending load_order (then by name) into one process
+    load_order: int = 0
+
+    def __post_init__(self):
+        # the spellings over the base table, checked against the operator interface
+        object.__setattr__(self, "ops", table(self.name, self.ops, self.helpers))
 
     def op(self, key: str, **operands) -> str:
         try:
@@ -39,19 +91,61 @@ class Backend:
             raise KeyError(f"backend '{self.name}' has no lowering for operator '{key}'") from None
         return fmt.format(**operands)
 
+    @property
+    def frameworks(self) -> tuple[str, ...]:
+        """The top-level modules the generated code imports, in order of first import."""
+        out: list[str] = []
+        for node in _import_nodes(self.imports):
+            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            out += [m.split(".")[0] for m in mods if m.split(".")[0] not in out]
+        return tuple(out)
+
+    @property
+    def bound_names(self) -> frozenset[str]:
+        """The names the import lines bind in a generated module."""
+        return frozenset(a.asname or a.name.split(".")[0] for node in _import_nodes(self.imports)
+                         for a in node.names)
+
+    def missing(self) -> tuple[str, ...]:
+        """The frameworks that cannot be found here (none imported)."""
+        return tuple(m for m in self.frameworks if not _findable(m))
+
+
+def _import_nodes(lines: tuple[str, ...]):
+    for line in lines:
+        for node in ast.walk(ast.parse(line)):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                yield node
+
+
+def _findable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
 
 def _freeze(d: dict) -> Mapping[str, str]:
     return MappingProxyType(dict(d))
 
 
+@cache
 def all_backends() -> tuple[Backend, ...]:
-    from . import mindspore, paddle
-
-    return (mindspore.BACKEND, paddle.BACKEND)
+    """Every backend module's ``BACKEND``, sorted by name."""
+    found = []
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_") or info.name in SUPPORT_MODULES:
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        backend = getattr(module, "BACKEND", None)
+        if not isinstance(backend, Backend) or backend.name != info.name:
+            raise ImportError(f"losscc.backends.{info.name} must define BACKEND = Backend(name={info.name!r}, ...)")
+        found.append(backend)
+    return tuple(sorted(found, key=lambda b: b.name))
 
 
 def names() -> tuple[str, ...]:
-    """The backends' names, in order (also the names of the frameworks they import)."""
+    """The backends' names, sorted."""
     return tuple(b.name for b in all_backends())
 
 
@@ -60,3 +154,16 @@ def get(name: str) -> Backend:
         if b.name == name:
             return b
     raise KeyError(name)
+
+
+def reserved_names() -> frozenset[str]:
+    """What any backend's generated module imports: no spec name or local may take one."""
+    return frozenset().union(*(b.bound_names for b in all_backends()))
+
+
+def load_frameworks(backends) -> None:
+    """Import the frameworks of `backends` (Backend values or names) in their load order."""
+    chosen = [get(b) if isinstance(b, str) else b for b in backends]
+    for b in sorted(chosen, key=lambda b: (b.load_order, b.name)):
+        for mod in b.frameworks:
+            importlib.import_module(mod)

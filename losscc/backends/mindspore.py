@@ -1,4 +1,5 @@
-"""MindSpore lowering table (``mindspore.ops``; runs in PyNative, GRAPH_MODE and ``ms.jit``)."""
+"""MindSpore: lowering table (``mindspore.ops``; runs in PyNative, GRAPH_MODE and ``ms.jit``)
+and verify's runner.  MindSpore is imported by the runner only."""
 
 from . import Backend, _freeze
 
@@ -27,9 +28,99 @@ _ATTRIBUTES = frozenset("""
     update_cell_type update_parameters_name
 """.split())
 
+
+class Runner:
+    """Runs a generated MindSpore module: eager (PyNative) or compiled (``ms.jit``);
+    gradients with ``ms.value_and_grad``."""
+
+    def __init__(self):
+        import mindspore as ms
+        import numpy as np
+
+        self.ms, self.np = ms, np
+
+    def tensor(self, a, dtype):
+        np = self.np
+        a = np.asarray(a)
+        if a.dtype.kind in "iu":
+            return self.ms.Tensor(a.astype(np.int64))
+        return self.ms.Tensor(a if a.dtype.kind == "b" else a.astype(dtype))
+
+    def gradient(self, fn, arrays, dtype: str, mode: str):
+        """fn(*tensors) and the gradient of its sum with respect to each float array (None
+        for the others), as NumPy arrays; `fn` must be defined in a module file (ms.jit
+        parses its source)."""
+        ms, np = self.ms, self.np
+        arrays = [np.asarray(a) for a in arrays]
+        tensors = [self.tensor(a, dtype) for a in arrays]
+        pos = tuple(k for k, a in enumerate(arrays) if a.dtype.kind == "f")
+
+        def total(*t):
+            return fn(*t).sum()
+
+        value = (ms.jit(fn) if mode == "graph" else fn)(*tensors).asnumpy()
+        grads = [None] * len(arrays)
+        if pos:
+            g = ms.grad(total, grad_position=pos)
+            g = (ms.jit(g) if mode == "graph" else g)(*tensors)
+            for k, gk in zip(pos, g if isinstance(g, tuple) else (g,)):
+                grads[k] = gk.asnumpy()
+        return value, grads
+
+    def make(self, mod, spec, params: dict, reduction: str, dtype: str, learnable: dict):
+        ms = self.ms
+        cls = getattr(mod, spec.class_name)
+        kw = dict(params)
+        if spec.learnable:
+            kw["dtype"] = getattr(ms, dtype)
+        cell = cls(**kw, reduction=reduction)
+        for lr in spec.learnable:
+            getattr(cell, lr.name).set_data(ms.Tensor(self.np.asarray(learnable[lr.name], dtype=dtype)))
+        return cell
+
+    def run(self, mod, spec, case, dtype: str, mode: str, reductions) -> tuple[dict, dict]:
+        ms = self.ms
+        args, names = self.args(spec, case, dtype)
+        values = {}
+        for red in reductions:
+            cell = self.make(mod, spec, case.params, red, dtype, case.learnable)
+            fn = ms.jit(cell) if mode == "graph" else cell
+            values[red] = fn(*args).asnumpy().astype(float)
+        cell = self.make(mod, spec, case.params, "sum", dtype, case.learnable)
+        pos = tuple(k for k, n in enumerate(names) if n is not None)
+        weights = cell.trainable_params() if spec.learnable else None
+        vg = ms.value_and_grad(cell, grad_position=pos, weights=weights)
+        if mode == "graph":
+            vg = ms.jit(vg)
+        _, g = vg(*args)
+        grads = {}
+        if weights is not None:
+            g_in, g_w = g
+        else:
+            g_in, g_w = g, ()
+        if not isinstance(g_in, tuple):
+            g_in = (g_in,)
+        for k, gi in zip(pos, g_in):
+            grads[names[k]] = gi.asnumpy().astype(float)
+        for lr, gw in zip(spec.learnable, g_w):
+            grads[lr.name] = gw.asnumpy().astype(float)
+        return values, grads
+
+    def args(self, spec, case, dtype):
+        order = [i for i in spec.inputs if not i.optional] + [i for i in spec.inputs if i.optional]
+        args, names = [], []
+        for inp in order:
+            v = case.inputs.get(inp.name)
+            args.append(None if v is None else self.tensor(v, dtype))
+            names.append(inp.name if (v is not None and inp.dtype == "float" and not inp.optional) else None)
+        return args, names
+
+
 BACKEND = Backend(
     attributes=_ATTRIBUTES,
     name="mindspore",
+    runner=Runner,
+    load_order=-1,  # before any other framework: Paddle's libdnnl loaded first breaks MindSpore's CPU kernels
     imports=("import mindspore as ms", "from mindspore import nn, ops"),
     wrap_scalars=True,  # MindSpore rounds Python floats to float32, even in float64 arithmetic
     scalar="ms.Tensor({value}, {dtype})",
@@ -82,13 +173,10 @@ BACKEND = Backend(
         "full_like": "ops.full_like({x}, {value})",
         "full": "ops.full({shape}, {value}, dtype={dtype})",
         "arange": "ops.arange({n})",
-        "size_value": "{n}",
-        "sum_all": "{x}.sum()",
         # Tensor.mean's backward is a full-size Tile and Div (1.5x sum in PyNative), and in
         # float64 it divides by a float32 count; a Python int divides exactly
         "mean_all": "{x}.sum() / {x}.size",
         "shape": "{x}.shape",  # under ms.jit with dynamic shapes an unknown size is a run-time scalar
-        "dtype_of": "{x}.dtype",
         "half_dtypes": "(ms.float16, ms.bfloat16)",
         "float_dtypes": "(ms.float16, ms.bfloat16, ms.float32, ms.float64)",
         "int_dtypes": "(ms.int32, ms.int64)",

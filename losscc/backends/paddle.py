@@ -1,4 +1,5 @@
-"""PaddlePaddle lowering table (``paddle`` and ``paddle.nn.functional``; eager and ``to_static``)."""
+"""PaddlePaddle: lowering table (``paddle`` and ``paddle.nn.functional``; eager and
+``to_static``) and verify's runner.  Paddle is imported by the runner only."""
 
 from . import Backend, _freeze
 
@@ -37,9 +38,97 @@ _ATTRIBUTES = frozenset("""
     to_static_state_dict train training type xpu zero_grad
 """.split())
 
+
+class Runner:
+    """Runs a generated Paddle module: eager or compiled (``paddle.jit.to_static``);
+    gradients with ``backward``."""
+
+    def __init__(self):
+        import numpy as np
+        import paddle
+
+        self.paddle, self.np = paddle, np
+
+    def tensor(self, a, dtype, stop_gradient: bool = True):
+        np = self.np
+        a = np.asarray(a)
+        if a.dtype.kind != "b":
+            a = a.astype(np.int64) if a.dtype.kind in "iu" else a.astype(dtype)
+        return self.paddle.to_tensor(a, stop_gradient=stop_gradient)
+
+    def gradient(self, fn, arrays, dtype: str, mode: str):
+        """fn(*tensors) and the gradient of its sum with respect to each float array (None
+        for the others), as NumPy arrays."""
+        paddle, np = self.paddle, self.np
+        arrays = [np.asarray(a) for a in arrays]
+        tensors = [self.tensor(a, dtype, stop_gradient=a.dtype.kind != "f") for a in arrays]
+        out = (paddle.jit.to_static(fn, full_graph=True) if mode == "graph" else fn)(*tensors)
+        value = out.numpy()
+        grads = [None] * len(arrays)
+        if any(a.dtype.kind == "f" for a in arrays):
+            out.sum().backward()
+            for k, (a, t) in enumerate(zip(arrays, tensors)):
+                if a.dtype.kind == "f":  # a tensor the result does not differentiate through has no .grad
+                    grads[k] = t.grad.numpy() if t.grad is not None else np.zeros(a.shape)
+        return value, grads
+
+    def make(self, mod, spec, params, reduction, dtype, learnable):
+        paddle = self.paddle
+        cls = getattr(mod, spec.class_name)
+        kw = dict(params)
+        if spec.learnable:
+            kw["dtype"] = dtype
+        layer = cls(**kw, reduction=reduction)
+        for lr in spec.learnable:
+            getattr(layer, lr.name).set_value(paddle.to_tensor(self.np.asarray(learnable[lr.name], dtype=dtype)))
+        return layer
+
+    def run(self, mod, spec, case, dtype, mode, reductions):
+        paddle, np = self.paddle, self.np
+        values = {}
+        for red in reductions:
+            layer = self.make(mod, spec, case.params, red, dtype, case.learnable)
+            fn = paddle.jit.to_static(layer, full_graph=True) if mode == "graph" else layer
+            args, _ = self.args(spec, case, dtype)
+            values[red] = fn(*args).numpy().astype(float)
+        layer = self.make(mod, spec, case.params, "sum", dtype, case.learnable)
+        fn = paddle.jit.to_static(layer, full_graph=True) if mode == "graph" else layer
+        args, names = self.args(spec, case, dtype)
+        out = fn(*args)
+        out.backward()
+        grads = {}
+        for a, n in zip(args, names):
+            if n is not None:  # an input the loss does not differentiate through has no .grad
+                grads[n] = a.grad.numpy().astype(float) if a.grad is not None else np.zeros(a.shape)
+        for lr in spec.learnable:  # a learnable the loss does not use has no .grad
+            g = getattr(layer, lr.name).grad
+            grads[lr.name] = g.numpy().astype(float) if g is not None else np.zeros(lr.shape)
+        return values, grads
+
+    def args(self, spec, case, dtype):
+        order = [i for i in spec.inputs if not i.optional] + [i for i in spec.inputs if i.optional]
+        args, names = [], []
+        for inp in order:
+            v = case.inputs.get(inp.name)
+            if v is None:
+                args.append(None)
+                names.append(None)
+                continue
+            diff = inp.dtype == "float" and not inp.optional
+            args.append(self.tensor(v, dtype, stop_gradient=not diff))
+            names.append(inp.name if diff else None)
+        return args, names
+
+
 BACKEND = Backend(
     attributes=_ATTRIBUTES,
     name="paddle",
+    runner=Runner,
+    quiet_warnings=(
+        "Tensor do not have 'place' interface for pir graph mode",  # to_static, per traced op
+        "No ccache found",                                          # at import
+    ),
+    quiet_env=_freeze({"GLOG_minloglevel": "2"}),  # the C++ (glog) log lines
     imports=("import paddle", "import paddle.nn.functional as F", "from paddle import nn"),
     where_scalars=False,  # paddle.where rejects int scalars and warns on float ones
     # under to_static a Layer's float attributes reach float64 arithmetic rounded to float32
@@ -99,11 +188,8 @@ BACKEND = Backend(
         "arange": "paddle.arange({n})",
         # under to_static a shape entry is an int64 tensor, which divides in float32
         "size_value": "paddle.full([], {n}, dtype={dtype})",
-        "sum_all": "{x}.sum()",
-        "mean_all": "{x}.mean()",
         # in a static-graph program an axis unknown until run time reads -1 in x.shape: _shape reads it
         "shape": "_shape({x})",
-        "dtype_of": "{x}.dtype",
         "half_dtypes": "(paddle.float16, paddle.bfloat16)",
         "float_dtypes": "(paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)",
         "int_dtypes": "(paddle.int32, paddle.int64)",

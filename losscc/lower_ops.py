@@ -1,0 +1,221 @@
+"""Stage 5, continued: the IR nodes that select (max/min, clip, where, Piecewise, round and
+its kin) and the tensor operators (reductions, gathers, one_hot, sizes), as the
+``_lower_<Type>`` methods :class:`losscc.lower.Lowerer` dispatches to.
+
+The gradient conventions at ties are the operators' (:mod:`losscc.backends.operators`);
+the choice between them is made here: max/min against a bound no gradient flows into is
+a one-sided clip, between two differentiated values maximum/minimum.
+"""
+
+from __future__ import annotations
+
+import re
+
+import sympy as sp
+
+from . import ir
+from .operands import ATOM, CMP, TERNARY, analyse
+from .shapes import canonical_shape, pos_expr
+
+_NUMBER = re.compile(r"-?(\d+\.?\d*(e[-+]?\d+)?|inf)")
+_PIECEWISE_CONSTANT = {ir.Round: "round", ir.Floor: "floor", ir.Ceil: "ceil", ir.Sign: "sign"}
+_REDUCTIONS = {ir.ReduceSum: "sum", ir.ReduceMean: "mean", ir.ReduceMax: "amax", ir.LogSumExp: "logsumexp",
+               ir.Softmax: "softmax", ir.LogSoftmax: "log_softmax", ir.ArgMax: "argmax", ir.ArgMin: "argmin"}
+
+
+class OperatorLowering:
+    """Selections and tensor operators; the bookkeeping (emit, op, value, ...) is the
+    subclass's, :class:`losscc.lower.Lowerer`."""
+
+    # ---------------------------------------------------------------- selections
+    def _lower__PiecewiseConstant(self, e) -> tuple[str, int]:
+        """round floor ceil sign; integer arguments are cast to the float dtype first."""
+        key = _PIECEWISE_CONSTANT[type(e)]
+        x = e.args[0]
+        t = self.typeof(x)
+        if t.dtype == "int" and self.scalar_like(x):  # an integer parameter: a Python int
+            v = self.wrap(x, CMP + 1)
+            return (f"(({v} > 0) - ({v} < 0))", ATOM) if key == "sign" else (v, self.emit(x)[1])
+        code = self.value(x)
+        if t.dtype == "int":
+            code = self.op("cast", x=code, dtype=self.dtype())
+            if key != "sign":
+                return code, ATOM  # an integer is its own round, floor and ceil
+        return self.call(key, x=code)
+
+    def _lower_MinMaxBase(self, e) -> tuple[str, int]:
+        """max/min, folded left over the arguments (tensors first, then bounds).
+
+        Against a bound that is not differentiated (a number or a hyperparameter) it is a
+        one-sided clip: at a tie the gradient goes to the tensor (torch.clamp's convention,
+        the hinge of margin losses passes gradient). Between two differentiated values it is
+        maximum/minimum: at a tie each side gets half (torch.maximum's convention); the
+        operators declare both (docs/spec.md, "Gradients at ties and kinks")."""
+        args = list(e.args)
+        args.sort(key=lambda a: 0 if not self._constant_bound(a) else 1)
+        is_max = isinstance(e, sp.Max)
+        clip, bound_name = ("clip_min", "lo") if is_max else ("clip_max", "hi")
+        pair = "maximum" if is_max else "minimum"
+        if self._constant_bound(args[0]):  # no tensor among the arguments: no gradient, no tie rule
+            return self._select_fold(e, args), ATOM
+        code = self.value(args[0])
+        for other in args[1:]:
+            if self._constant_bound(other):
+                code = self.op(clip, x=code, **{bound_name: self.value(other)})
+            else:
+                code = self.op(pair, x=code, y=self.value(other))
+        return code, ATOM
+
+    def _select_fold(self, e, args) -> str:
+        rel = ">=" if isinstance(e, sp.Max) else "<="
+        code = self.value(args[0])
+        first_scalar = self.scalar_like(args[0])
+        for other in args[1:]:
+            left = code if code.isidentifier() else self.materialize_code(code)
+            code = self.where_codes(f"{left} {rel} {self.wrap(other, CMP + 1)}", left, self.value(other),
+                                    first_scalar, self.scalar_like(other))
+            first_scalar = False
+        return code
+
+    def _lower_Clip(self, e) -> tuple[str, int]:
+        x, lo, hi = e.args
+        lo_c, hi_c = self.value(lo), self.value(hi)
+        literal = [bool(_NUMBER.fullmatch(c)) for c in (lo_c, hi_c)]
+        if self.b.wrap_scalars and literal[0] != literal[1]:
+            # one bound a tensor, the other a Python number: a wrapping backend's clip may take neither mix
+            lo_c, hi_c = (self.b.scalar.format(value=c, dtype=self.dtype()) if lit else c
+                          for c, lit in zip((lo_c, hi_c), literal))
+        return self.call("clip", x=self.value(x), lo=lo_c, hi=hi_c)
+
+    def _lower_Piecewise(self, e: sp.Piecewise) -> tuple[str, int]:
+        pairs = list(e.args)
+        if len(pairs) == 2 and pairs[0].expr == 1 and pairs[1].expr == 0 and pairs[1].cond is sp.true:
+            return self.op("cast", x=self.value(pairs[0].cond), dtype=self.dtype()), ATOM
+        c0 = pairs[0].cond
+        if len(pairs) == 2 and self.is_flag(c0):
+            branched = self.flag_branch(c0, pairs[0].expr, pairs[1].expr, self.names.get(e))
+            if branched is not None:
+                return branched, ATOM
+        code, prec = self.emit(pairs[-1].expr)
+        scalar = self.scalar_like(pairs[-1].expr)
+        for pair in reversed(pairs[:-1]):
+            c = pair.cond
+            if self.is_flag(c):
+                a = self.wrap(pair.expr, TERNARY + 1)
+                code = f"{a} if {self.value(c)} else {code if prec > TERNARY else '(' + code + ')'}"
+                prec = TERNARY
+                scalar = scalar and self.scalar_like(pair.expr)
+                continue
+            code = self.where_codes(self.value(c), self.value(pair.expr), code, self.scalar_like(pair.expr), scalar)
+            scalar = False
+            prec = ATOM
+        return code, prec
+
+    def flag_branch(self, flag, a, b, name: str | None = None) -> str | None:
+        """where(flag, a, b) on a boolean hyperparameter, when a branch needs statements of its
+        own: ``if flag: <a's statements> else: <b's>``, so the branch not taken costs nothing
+        (a ternary would compute both). Values first computed inside a branch are not reused
+        after it. Returns None when neither branch needs a statement (the ternary serves)."""
+        blocks = []
+        memo = dict(self.memo)
+        for e in (a, b):
+            start = len(self.stmts)
+            code = self.value(e)
+            blocks.append((code, self.stmts[start:]))
+            del self.stmts[start:]
+            self.memo = dict(memo)
+        if not blocks[0][1] and not blocks[1][1]:
+            return None
+        # reuse the name a branch gives its value (stirling = ... / stirling = 0)
+        var = self.fresh(name) if name else next(
+            (c for c, st in blocks if st and c.isidentifier() and st[-1].startswith(f"{c} = ")), None)
+        var = var or self.fresh("branch")
+        out = []
+        for head, (code, st) in zip((f"if {self.value(flag)}:", "else:"), blocks):
+            out.append(head)
+            out += ["    " + line for stmt in st for line in stmt.split("\n")]
+            if not (st and st[-1].startswith(f"{var} = ") and code == var):
+                out.append(f"    {var} = {code}")
+        self.stmts += out
+        return var
+
+    def where(self, c, a, b, y_code: str | None = None) -> str:
+        if self.is_flag(c) and y_code is None:  # a Python bool: no tensor op takes it as a condition
+            branched = self.flag_branch(c, a, b)
+            if branched is not None:
+                return branched
+            return f"({self.wrap(a, TERNARY + 1)} if {self.value(c)} else {self.wrap(b, TERNARY + 1)})"
+        yb = y_code if y_code is not None else self.value(b)
+        b_s = y_code is None and self.scalar_like(b)
+        return self.where_codes(self.value(c), self.value(a), yb, self.scalar_like(a), b_s)
+
+    def where_codes(self, cc: str, xa: str, yb: str, a_s: bool, b_s: bool) -> str:
+        if not self.b.where_scalars:
+            if a_s and b_s:
+                cc = self.tensor_code(cc)
+                xa = self.tensor_code(self.op("full", shape=f"{cc}.shape", value=xa, dtype=self.dtype()))
+                yb = self.op("full_like", x=xa, value=yb)
+            elif a_s:
+                yb = self.tensor_code(yb)
+                xa = self.op("full_like", x=yb, value=xa)
+            elif b_s:
+                xa = self.tensor_code(xa)
+                yb = self.op("full_like", x=xa, value=yb)
+        return self.op("where", c=cc, x=xa, y=yb)
+
+    def _lower_Where(self, e) -> tuple[str, int]:
+        c, a, b = e.args
+        return self.where(c, a, b), ATOM
+
+    def _lower_ITE(self, e) -> tuple[str, int]:  # SymPy's form of "condition on a where"
+        c, a, b = e.args
+        return self.call("where", c=self.value(c), x=self.value(a), y=self.value(b))
+
+    # ---------------------------------------------------------------- tensor operators
+    def _lower_Size(self, e) -> tuple[str, int]:
+        name = self.need(e.args[0].name)
+        uses_dtype = "dtype" in analyse(self.b.ops["size_value"]).slots
+        return self.call("size_value", n=name, dtype=self.dtype() if uses_dtype else None)
+
+    def _lower_Item(self, e) -> tuple[str, int]:
+        return f"{self.wrap(e.args[0], ATOM)}[{int(e.args[1])}]", ATOM
+
+    def _lower_StopGradient(self, e) -> tuple[str, int]:
+        return self.call("stop_gradient", x=self.value(e.args[0]))
+
+    def _lower_OneHot(self, e) -> tuple[str, int]:
+        idx, ax = e.args
+        rng = self.op("arange", n=self.need(ax.name))
+        shape = canonical_shape((ax.name,), self.prog, self.need)
+        if shape:
+            rng = self.op("reshape", x=rng, shape=shape)
+        return self.op("cast", x=f"{self.value(idx)} == {rng}", dtype=self.dtype()), ATOM
+
+    def _lower_Gather(self, e) -> tuple[str, int]:
+        x = e.args[0]
+        ax = e.args[-1].name
+        pos = pos_expr(ax, self.prog, self.need)
+        src_axes = self.typeof(x).axes
+        index = self.value(e.args[1])
+        if src_axes == (ax,):
+            return self.call("lookup", x=self.value(x), index=index)
+        if (isinstance(x, ir.LogSoftmax) and x.args[-1] == e.args[-1] and "gather_log_softmax" in self.b.ops
+                and self.uses.get(x, 0) <= 1 and x not in self.memo):
+            # log_softmax(z)[i] = z[i] - logsumexp(z): no full-size subtraction, where the
+            # backend has it and nothing else reads the whole log_softmax
+            z = self.tensor_arg(x.args[0])
+            return self.call("gather_log_softmax", x=z, axis=pos, index=index)
+        return self.call("take_along_axis", x=self.value(x), axis=pos, index=index)
+
+    def _lower_TensorOp(self, e) -> tuple[str, int]:
+        """A reduction over one axis, or softmax/log_softmax along it."""
+        key = _REDUCTIONS[type(e)]
+        x = e.args[0]
+        ax = e.args[-1].name
+        pos = pos_expr(ax, self.prog, self.need)
+        if ax in self.prog.variadic:
+            # a group of no axes reduces nothing (a reduction over axis=() reduces every axis)
+            xs = self.tensor_arg(x)
+            return f"{self.op(key, x=xs, axis=pos)} if {self.need(ax)} else {xs}", TERNARY
+        xs = self.tensor_arg(x) if analyse(self.b.ops[key]).slots["x"].uses > 1 else self.value(x)
+        return self.call(key, x=xs, axis=pos)

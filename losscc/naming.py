@@ -1,0 +1,62 @@
+"""The generated function's own names: allocated around the spec's names, the backend's
+import names and Python's keywords and builtins, so that none is shadowed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .backends import Backend
+from .parse import Program
+
+
+def import_names(backend: Backend) -> frozenset[str]:
+    """The names a backend's import lines bind in a generated module."""
+    return backend.bound_names
+
+
+def python_names() -> frozenset[str]:
+    """Keywords and builtins: a local of the generated code never shadows one."""
+    import builtins
+    import keyword
+
+    return frozenset(keyword.kwlist) | frozenset(keyword.softkwlist) | frozenset(dir(builtins))
+
+
+def allocate(hint: str, taken: set[str]) -> str:
+    """`hint`, or `hint_1`, `hint_2`, ... : the first not in `taken` (which it joins)."""
+    name, k = hint, 0
+    while name in taken:
+        k += 1
+        name = f"{hint}_{k}"
+    taken.add(name)
+    return name
+
+
+@dataclass(frozen=True)
+class Locals:
+    """The generated function's own variables, allocated once per module so that the general
+    path and the all-None path agree: none is a spec name, a framework alias or a builtin."""
+
+    sizes: dict                          # axis -> variable holding its size (the axis's own name if free)
+    dtype: str
+    in_dtype: str
+    half: str
+    result: str
+
+    @staticmethod
+    def allocate(prog: Program, taken: set[str], forbidden: frozenset = frozenset()) -> Locals:
+        """`taken` (spec names and aliases) is extended in place. An axis keeps its own name
+        unless that is `forbidden` or a Python name (a shape symbol F, Ellipsis, ...)."""
+        bad = forbidden | python_names()
+        sizes = {}
+        for a in prog.axes:
+            sizes[a] = allocate(a, taken | bad) if a in bad else a
+            taken.add(sizes[a])
+        taken |= bad
+        return Locals(sizes, allocate("dtype", taken), allocate("in_dtype", taken), allocate("half", taken),
+                      allocate("result", taken))
+
+    def names(self) -> set[str]:
+        return set(self.sizes.values()) | {self.dtype, self.in_dtype, self.half, self.result}
+
+
