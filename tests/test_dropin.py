@@ -310,3 +310,49 @@ def test_a_declaration_for_an_unknown_backend_is_refused():
     (d,) = exc.value.diagnostics
     assert (d.code, d.loc.line, d.loc.col) == ("E111", 7, 3) and "unknown field 'padle'" in d.message
     assert "did you mean 'paddle'" in d.hint
+
+
+# --------------------------------------------------------------------------- Paddle's own tests
+
+LEGACY = ROOT / "tests" / "data" / "paddle_legacy"
+
+
+def _legacy_cases():
+    for f in sorted(LEGACY.glob("*.json")):
+        for case in json.loads(f.read_text())["cases"]:
+            for backend in BACKENDS:
+                yield pytest.param(f.name, case, backend, id=f"{f.stem}-{case['id']}-{backend}")
+
+
+def _paddle_names(spec_name: str) -> dict[str, str]:
+    """Paddle's keyword -> the spec's name (the paddle declaration's aliases)."""
+    from losscc import dropin
+
+    spec = next(s for s in SPECS if s.name == spec_name)
+    return {alias: arg for arg, alias in dropin.of(spec, "paddle").aliases}
+
+
+@pytest.mark.parametrize("file, case, backend", list(_legacy_cases()))
+def test_paddle_legacy_case(file, case, backend):
+    """Paddle's test numbers, called as the Paddle call (Paddle backend) or with the spec's
+    names (MindSpore, whose functions do not take Paddle's keywords)."""
+    doc = json.loads((LEGACY / file).read_text())
+    name = doc["loss"]
+    fw = framework(backend)
+    fn = getattr(_module(backend, name), name)
+    args = [fw.tensor(_array(v)) for v in case["inputs"].values()]
+    params = {k: fw.tensor(_array(v)) if isinstance(v, dict) else v for k, v in case["params"].items()}
+    if backend != "paddle":
+        rename = _paddle_names(name)
+        params = {rename.get(k, k): v for k, v in params.items()}
+    for reduction, expected in case["expected"].items():
+        out = fw.numpy(fn(*args, **params, reduction=reduction))
+        assert close(out, expected), (reduction, out, expected)
+
+
+def test_legacy_files_name_their_test_and_tolerance():
+    for f in LEGACY.glob("*.json"):
+        doc = json.loads(f.read_text())
+        assert doc["library"].startswith("PaddlePaddle 3.3.1 test/legacy_test/test_")
+        assert doc["tolerance"]["rtol"] == 1e-5 and doc["reference"].startswith("paddle.nn.functional.")
+        assert doc["loss"] in {s.name for s in SPECS}
