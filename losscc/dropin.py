@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from .errors import did_you_mean
 
-DROPIN_FIELDS = ("replaces", "classes", "function", "init", "aliases")
+DROPIN_FIELDS = ("replaces", "classes", "function", "init", "aliases", "unbatched")
 IGNORED = "name"          # the keyword some libraries add to every loss; accepted and ignored
 _CLASS = re.compile(r"[A-Z][A-Za-z0-9]*\Z")
 _IDENT = re.compile(r"[a-z_][a-z0-9_]*\Z")
@@ -32,6 +32,7 @@ class DropIn:
     function: tuple[str, ...] = ()            # positional order of the function (empty: the default)
     init: tuple[str, ...] = ()                # positional order of the constructor (empty: the default)
     aliases: tuple[tuple[str, str], ...] = ()  # (argument, the library's keyword for it)
+    unbatched: bool = False                   # a 0-D input is one element of the leading axis
 
 
 # --------------------------------------------------------------------------- loading
@@ -111,9 +112,25 @@ def parse(r, node, spec_name: str, inputs: list, params: list, learnable: list, 
                 else:
                     seen.add(alias)
                     aliases.append((arg, alias))
+        unbatched = False
+        if "unbatched" in fields:
+            unbatched = bool(r.boolean(fields["unbatched"], f"{where}.unbatched"))
+            lead = _leading_axis(inputs)
+            if unbatched and lead is None:
+                r.err(fields["unbatched"], "E128", f"{where}.unbatched: the first required float input must "
+                      "start with a fixed axis followed by a variadic group, such as [N, *D]")
+                unbatched = False
         out.append(DropIn(backend, got.get("replaces", ()), got.get("classes", ()), fn,
-                          got.get("init", ()), tuple(aliases)))
+                          got.get("init", ()), tuple(aliases), unbatched))
     return out
+
+
+def _leading_axis(inputs) -> str | None:
+    """The axis a 0-D call stands for: the first required float input's [N, *D] axis N."""
+    first = next((i for i in inputs if i.dtype == "float" and not i.optional), None)
+    if first is None or len(first.shape) != 2 or first.shape[0].startswith("*") or not first.shape[1].startswith("*"):
+        return None
+    return first.shape[0]
 
 
 def read_dropin(r, top: dict, spec_name: str, inputs, params, learnable) -> tuple[DropIn, ...]:
@@ -276,6 +293,12 @@ def input_constants(spec, backend) -> list[str]:
 
 
 def input_checks(spec, backend) -> list[str]:
+    d = of(spec, backend.name)
+    lead = _leading_axis(spec.inputs) if d.unbatched else None
+    return _input_checks(spec, lead)
+
+
+def _input_checks(spec, lead: str | None) -> list[str]:
     """The body of ``_check_inputs``: a list or number is a TypeError, a dtype or rank a ValueError."""
     out = []
     seen_shapes: dict[tuple, str] = {}
@@ -307,7 +330,8 @@ def input_checks(spec, backend) -> list[str]:
             variadic = any(a.startswith("*") for a in inp.shape)
             axes = f"[{', '.join(inp.shape)}]"
             if variadic and fixed:
-                fail(f"{guard}len({n}.shape) < {fixed}", pad, n, f"of shape {axes}",
+                zero = " and len({n}.shape) != 0".format(n=n) if lead is not None and inp.shape[0] == lead else ""
+                fail(f"{guard}len({n}.shape) < {fixed}{zero}", pad, n, f"of shape {axes}" + (" or 0-D" if zero else ""),
                      f"rank {{len({n}.shape)}}")
             elif not variadic:
                 fail(f"{guard}len({n}.shape) != {fixed}", pad, n, f"of shape {axes}",
@@ -330,3 +354,39 @@ def cast_lines(spec, backend) -> list[str]:
             cast = backend.op("cast", x=inp.name, dtype=backend.op("dtype_of", x=first.name))
             out += [f"if {inp.name}.dtype in {INTS}:", f"    {inp.name} = {cast}"]
     return out
+
+
+def unbatched_flag(spec) -> str:
+    """The local that says a 0-D call was made (a name no spec argument has)."""
+    taken = {i.name for i in spec.inputs} | {p.name for p in spec.params} | {lr.name for lr in spec.learnable}
+    name, k = "unbatched", 1
+    while name in taken:
+        name, k = f"unbatched_{k}", k + 1
+    return name
+
+
+def unbatched_lines(spec, backend) -> list[str]:
+    """A 0-D call is computed as shape [1] (every input with the leading axis reshaped)."""
+    d = of(spec, backend.name)
+    lead = _leading_axis(spec.inputs) if d.unbatched else None
+    if lead is None:
+        return []
+    first = next(i for i in spec.inputs if i.dtype == "float" and not i.optional)
+    flag = unbatched_flag(spec)
+    out = [f"{flag} = len({first.name}.shape) == 0",
+           f"if {flag}:  # a 0-D call is one element: computed as [1], returned 0-D"]
+    for inp in spec.inputs:
+        if inp.shape and inp.shape[0] == lead and not inp.broadcast:
+            line = f"{inp.name} = {backend.op('reshape', x=inp.name, shape='(1,)')}"
+            out += [f"    if {inp.name} is not None:", f"        {line}"] if inp.optional else [f"    {line}"]
+    return out
+
+
+def unbatched_restore(spec, backend, restore: str | None, result: str) -> str | None:
+    """The function's final value with a 0-D call's result made 0-D again."""
+    d = of(spec, backend.name)
+    if not d.unbatched or _leading_axis(spec.inputs) is None:
+        return restore
+    value = restore or result
+    shaped = backend.op("reshape", x=value, shape="()")
+    return f"{shaped} if {unbatched_flag(spec)} else " + (f"({value})" if " if " in value else value)

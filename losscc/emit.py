@@ -155,7 +155,8 @@ def module_context(spec: Spec, backend: Backend) -> dict:
                 init_entry_lines=dropin.init_alias_lines(spec, backend.name),
                 input_params=dropin.input_check_params(spec), input_checks=dropin.input_checks(spec, backend),
                 input_constants=dropin.input_constants(spec, backend),
-                scalar_lines=dropin.scalar_lines(spec, backend) + dropin.cast_lines(spec, backend),
+                scalar_lines=(dropin.scalar_lines(spec, backend) + dropin.cast_lines(spec, backend)
+                              + dropin.unbatched_lines(spec, backend)),
                 class_aliases=list(d.classes), replaces=list(d.replaces))
 
 
@@ -205,6 +206,7 @@ def compile_spec(spec: Spec, backend: Backend, prepared=None) -> str:
     prep = prepared or prepare(spec)
     low = lower(prep, backend)
     low.signature = dropin.signature(spec, backend.name)
+    low.restore = dropin.unbatched_restore(spec, backend, low.restore, low.result_var)
     shape_helper = backend.helpers.get("shape")
     if dropin.scalar_lines(spec, backend) and shape_helper and shape_helper not in low.helpers:
         low.helpers = [shape_helper] + list(low.helpers)

@@ -135,7 +135,8 @@ def _dropin() -> dict:
              "function": {**names, "description": "positional order of the function's arguments"},
              "init": {**names, "description": "positional order of the constructor's arguments"},
              "aliases": {"type": "object", "additionalProperties": _IDENT,
-                         "description": "argument -> the library's keyword for it"}}
+                         "description": "argument -> the library's keyword for it"},
+             "unbatched": {"type": "boolean", "description": "a 0-D call is one element of the leading axis"}}
     one = _closed(DROPIN_FIELDS, props)
     return {"type": "object", "description": "per backend (its name): the built-ins this loss stands in for "
             "(docs/spec.md)", "propertyNames": _IDENT, "additionalProperties": one}

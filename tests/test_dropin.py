@@ -356,3 +356,24 @@ def test_legacy_files_name_their_test_and_tolerance():
         assert doc["library"].startswith("PaddlePaddle 3.3.1 test/legacy_test/test_")
         assert doc["tolerance"]["rtol"] == 1e-5 and doc["reference"].startswith("paddle.nn.functional.")
         assert doc["loss"] in {s.name for s in SPECS}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_kl_div_takes_a_0d_input(backend):
+    """As Paddle's (and PyTorch's) kl_div: a 0-D input is one element; batchmean is the sum."""
+    fw = framework(backend)
+    m = _module(backend, "kl_div")
+    x, t = np.array(-1.2), np.array(0.3)
+    want = 0.3 * (np.log(0.3) + 1.2)
+    for reduction in ("none", "mean", "sum", "batchmean"):
+        out = m.kl_div(fw.tensor(x), fw.tensor(t), reduction)
+        assert tuple(out.shape) == () and close(fw.numpy(out), want), reduction
+    if backend == "mindspore":
+        import mindspore as ms
+
+        fn = ms.jit(m.KLDivLoss("batchmean"))
+    else:
+        import paddle
+
+        fn = paddle.jit.to_static(m.KLDivLoss("batchmean"), full_graph=True)
+    assert close(fw.numpy(fn(fw.tensor(x), fw.tensor(t))), want)
