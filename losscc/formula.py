@@ -1,11 +1,15 @@
-"""Print IR expressions back in the formula language (for docstrings and `losscc explain`)."""
+"""Print IR expressions back in the formula language (for docstrings and `losscc explain`).
+
+A function's node prints as its registry record says (``losscc.functions``): ``name(args)``
+or ``name(x, axis=A)``; the syntax of the language (operators, conditions, gathers) has
+its own methods here."""
 
 from __future__ import annotations
 
 import sympy as sp
 from sympy.printing.str import StrPrinter
 
-from . import ir
+from . import functions
 
 
 class FormulaPrinter(StrPrinter):
@@ -13,14 +17,16 @@ class FormulaPrinter(StrPrinter):
         super().__init__({"order": "none"})
         self.names = names or {}
 
-    def doprint(self, expr):
-        return super().doprint(expr)
-
     def _print(self, expr, **kwargs):
         if expr in self.names:
             return self.names[expr]
         if isinstance(expr, sp.Mul) and expr.could_extract_minus_sign() and -expr in self.names:
             return "-" + self.names[-expr]
+        f = functions.of_node(expr)
+        if f is not None and f.printer == "call":
+            return f"{f.name}(" + ", ".join(self._print(a) for a in expr.args) + ")"
+        if f is not None and f.printer == "axis":
+            return f"{f.name}({self._print(expr.args[0])}, axis={expr.args[1]})"
         return super()._print(expr, **kwargs)
 
     def parenthesize(self, item, level, strict=False):
@@ -34,70 +40,17 @@ class FormulaPrinter(StrPrinter):
     def _print_Rational(self, expr):
         return repr(float(expr)) if expr.q in (2, 4, 5, 8, 10) else f"{expr.p}/{expr.q}"
 
-    def _print_Function(self, expr):
-        name = {"sigmoid": "sigmoid", "softplus": "softplus", "log1p": "log1p", "expm1": "expm1",
-                "Round": "round", "Floor": "floor", "Ceil": "ceil", "Sign": "sign"}.get(
-            type(expr).__name__)
-        if name:
-            return f"{name}({self._print(expr.args[0])})"
-        return super()._print_Function(expr)
-
-    def _axis(self, name, expr):
-        return f"{name}({self._print(expr.args[0])}, axis={expr.args[1]})"
-
-    def _print_ReduceSum(self, e):
-        return self._axis("sum", e)
-
-    def _print_ReduceMean(self, e):
-        return self._axis("mean", e)
-
-    def _print_ReduceMax(self, e):
-        return self._axis("max", e)
-
-    def _print_LogSumExp(self, e):
-        return self._axis("logsumexp", e)
-
-    def _print_Softmax(self, e):
-        return self._axis("softmax", e)
-
-    def _print_LogSoftmax(self, e):
-        return self._axis("log_softmax", e)
-
-    def _print_ArgMax(self, e):
-        return self._axis("argmax", e)
-
-    def _print_ArgMin(self, e):
-        return self._axis("argmin", e)
-
     def _print_Gather(self, e):
         x = self._print(e.args[0])
         if not (x.isidentifier() or x.endswith(")")):
             x = f"({x})"
         return f"{x}[{self._print(e.args[1])}]"
 
-    def _print_OneHot(self, e):
-        return f"one_hot({self._print(e.args[0])}, {e.args[1]})"
-
-    def _print_StopGradient(self, e):
-        return f"stop_gradient({self._print(e.args[0])})"
-
     def _print_Size(self, e):
         return str(e.args[0])
 
     def _print_Item(self, e):
         return f"{self._print(e.args[0])}[{e.args[1]}]"
-
-    def _print_Clip(self, e):
-        return "clip(" + ", ".join(self._print(a) for a in e.args) + ")"
-
-    def _print_Abs(self, e):
-        return f"abs({self._print(e.args[0])})"
-
-    def _print_Max(self, e):
-        return "max(" + ", ".join(self._print(a) for a in e.args) + ")"
-
-    def _print_Min(self, e):
-        return "min(" + ", ".join(self._print(a) for a in e.args) + ")"
 
     def _print_Piecewise(self, e):
         pairs = list(e.args)

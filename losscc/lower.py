@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from . import ir
+from . import functions, ir
 from .backends import Backend
 from .layout import power, unary_needs_parens
 from .lower_ops import OperatorLowering
@@ -38,9 +38,6 @@ from .spec import Spec
 
 _span = span  # the name pipeline.py imports
 
-# elementwise functions of one argument: IR class -> operator key
-SIMPLE = {sp.exp: "exp", sp.log: "log", ir.log1p: "log1p", ir.expm1: "expm1", sp.Abs: "abs",
-          sp.tanh: "tanh", sp.cosh: "cosh", ir.sigmoid: "sigmoid", ir.softplus: "softplus"}
 _RELATIONS = {sp.StrictLessThan: "<", sp.LessThan: "<=", sp.StrictGreaterThan: ">",
               sp.GreaterThan: ">=", sp.Equality: "==", sp.Unequality: "!="}
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
@@ -278,9 +275,9 @@ class Lowerer(OperatorLowering):
 
     def _lower_Function(self, e) -> tuple[str, int]:
         """An elementwise function of one argument (the call-lowering entry point)."""
-        for cls, key in SIMPLE.items():
-            if isinstance(e, cls):
-                return self.call(key, x=self.value(e.args[0]))
+        key = functions.unary_op(e)  # a function that is one operator on its argument
+        if key is not None:
+            return self.call(key, x=self.value(e.args[0]))
         raise NotImplementedError(f"no lowering for {type(e).__name__}")
 
     def _lower_And(self, e) -> tuple[str, int]:

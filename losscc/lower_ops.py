@@ -13,14 +13,11 @@ import re
 
 import sympy as sp
 
-from . import ir
+from . import functions, ir
 from .operands import ATOM, CMP, TERNARY, analyse
 from .shapes import canonical_shape, pos_expr
 
 _NUMBER = re.compile(r"-?(\d+\.?\d*(e[-+]?\d+)?|inf)")
-_PIECEWISE_CONSTANT = {ir.Round: "round", ir.Floor: "floor", ir.Ceil: "ceil", ir.Sign: "sign"}
-_REDUCTIONS = {ir.ReduceSum: "sum", ir.ReduceMean: "mean", ir.ReduceMax: "amax", ir.LogSumExp: "logsumexp",
-               ir.Softmax: "softmax", ir.LogSoftmax: "log_softmax", ir.ArgMax: "argmax", ir.ArgMin: "argmin"}
 
 
 class OperatorLowering:
@@ -30,7 +27,7 @@ class OperatorLowering:
     # ---------------------------------------------------------------- selections
     def _lower__PiecewiseConstant(self, e) -> tuple[str, int]:
         """round floor ceil sign; integer arguments are cast to the float dtype first."""
-        key = _PIECEWISE_CONSTANT[type(e)]
+        key = functions.op_key(e)
         x = e.args[0]
         t = self.typeof(x)
         if t.dtype == "int" and self.scalar_like(x):  # an integer parameter: a Python int
@@ -209,7 +206,7 @@ class OperatorLowering:
 
     def _lower_TensorOp(self, e) -> tuple[str, int]:
         """A reduction over one axis, or softmax/log_softmax along it."""
-        key = _REDUCTIONS[type(e)]
+        key = functions.op_key(e)
         x = e.args[0]
         ax = e.args[-1].name
         pos = pos_expr(ax, self.prog, self.need)

@@ -16,6 +16,9 @@ from typing import Any
 
 from . import limits
 from .backends import reserved_names
+from .functions import NAMES as FUNCTION_NAMES
+
+# FUNCTION_NAMES: the formula functions of the registry (losscc/functions.py)
 
 IDENT = re.compile(r"[a-z][a-z0-9_]*\Z")
 AXIS = re.compile(r"\*?[A-Z][A-Za-z0-9]*\Z")
@@ -29,15 +32,6 @@ RESERVED = reserved_names() | frozenset(
         "print", "type", "object", "str", "dict", "list", "getattr", "setattr", "exec", "eval",
         "open", "compile", "globals", "locals", "vars", "import", "builtins", "training",
         "name", "parameters", "construct", "forward",
-    }
-)
-# formula function names; inputs may not shadow them
-FUNCTION_NAMES = frozenset(
-    {
-        "exp", "log", "log1p", "expm1", "sqrt", "abs", "sigmoid", "softplus", "tanh", "cosh", "min",
-        "max", "clip", "where", "Piecewise", "sum", "mean", "logsumexp", "softmax",
-        "log_softmax", "one_hot", "stop_gradient", "square", "log_sigmoid", "relu",
-        "round", "floor", "ceil", "sign", "argmax", "argmin", "sort", "topk",
     }
 )
 _BUILTINS_OK = frozenset({"input", "format", "filter", "map", "id", "hash", "iter", "next", "all", "any", "round"})

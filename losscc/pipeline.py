@@ -15,12 +15,14 @@ from . import ir
 from .backends import Backend
 from .checks import check_lines
 from .formula import formula_text
+from .guards import BRANCH_GUARDS, EPS_GUARDS, GRADIENT_GUARDS, eps_candidates
 from .backends import all_backends
 from .errors import Diagnostic, SpecError
 from .lower import MUL, Block, Locals, Lowered, Lowerer, allocate, canonical_shape, import_names, plain_shape
-from .parse import Program, TType, build_program
-from .rewrites import (Fired, eps_candidates, guard_branches, guard_eps, guard_gradients, optimize,
-                       split_sqrt_products)
+from .parse import Program, build_program
+from .passes import Fired, context, run
+from .rewrites import RANGE_REWRITES, STABLE
+from .specialise import IGNORE_MASKS, NoneVariant, mask_symbols, specialise_none
 from .spec import Spec
 
 
@@ -37,65 +39,20 @@ class Prepared:
     none: "NoneVariant | None" = None   # the same with every optional input at its default
 
 
-@dataclass(frozen=True)
-class NoneVariant:
-    """The prepared IR specialised to the call where every optional input is None: each one
-    replaced by its declared default, then folded only trivially (``1*x -> x``, a gather or
-    reduction of a constant)."""
-
-    inputs: tuple[str, ...]             # the optional inputs, all None on this path
-    loss: sp.Expr
-    denominators: dict                  # as Prepared.denominators
-    names: dict
+# what prepare does, in order: each a named bundle of rules (losscc.passes), the last one
+# at the roots; the call with every optional input None is then specialised from the result
+BUNDLES = (STABLE, RANGE_REWRITES, GRADIENT_GUARDS, BRANCH_GUARDS, EPS_GUARDS, IGNORE_MASKS)
 
 
 def prepare(spec: Spec) -> Prepared:
     prog = build_program(spec)
-    taken = _taken(spec)
-    masks = []
-    for inp in spec.inputs:
-        if inp.ignore:
-            name = "valid" if sum(1 for i in spec.inputs if i.ignore) == 1 else f"valid_{inp.name}"
-            while name in taken:
-                name += "_"
-            taken.add(name)
-            sym = sp.Symbol(name)
-            prog.types[sym] = TType("bool", prog.types[prog.symbols[inp.name]].axes)
-            masks.append((inp.name, sym))
-    fired: list[Fired] = []
-    memo: dict = {}
-    loss = optimize(prog.loss, memo=memo, fired=fired)
-    dens = {k: (optimize(v, memo=memo, fired=fired) if v is not None else None)
-            for k, v in prog.denominators.items()}
-    smemo: dict = {}
-    loss = split_sqrt_products(loss, prog, fired, smemo)
-    dens = {k: (split_sqrt_products(v, prog, fired, smemo) if v is not None else None) for k, v in dens.items()}
-    for old, new in list(memo.items()):
-        memo[old] = smemo.get(new, new)
-    gmemo: dict = {}
-    bmemo: dict = {}
-    loss = guard_branches(guard_gradients(loss, prog, fired, gmemo), prog, fired, bmemo)
-    dens = {k: (guard_branches(guard_gradients(v, prog, fired, gmemo), prog, fired, bmemo) if v is not None else None)
-            for k, v in dens.items()}
-    for old, new in list(memo.items()):
-        memo[old] = bmemo.get(gmemo.get(new, new), gmemo.get(new, new))
-    eps = spec.guards.get("eps")
-    if eps:
-        emem: dict = {}
-        loss = guard_eps(loss, prog, eps, fired, emem)
-        dens = {k: (guard_eps(v, prog, eps, fired, emem) if v is not None else None) for k, v in dens.items()}
-        for old, new in list(memo.items()):
-            memo[old] = emem.get(new, new)
-    if masks:
-        cond = sp.And(*[m for _, m in masks]) if len(masks) > 1 else masks[0][1]
-        loss = sp.Piecewise((loss, cond), (0, True))
-        # per-element denominators skip ignored positions; a scalar one (batchmean's N) stays
-        dens = {k: (sp.Piecewise((v if v is not None else 1, cond), (0, True))
-                    if v is None or prog.typeof(v).axes else v) if k not in ("none", "sum") else None
-                for k, v in dens.items()}
+    masks = mask_symbols(prog, _taken(spec))
+    ctx = context(prog, spec.guards.get("eps"), masks)
+    out = run(BUNDLES, ctx, prog.loss, prog.denominators, track=[e for _, e in prog.bindings])
+    loss = out.loss
     names: dict = {}
     for name, expr in prog.bindings:
-        new = memo.get(expr, expr)
+        new = out.origin[expr]
         if not new.is_Atom and new not in names:
             names[new] = name
     last_name = prog.bindings[-1][0]
@@ -104,65 +61,8 @@ def prepare(spec: Spec) -> Prepared:
         if names.get(inner) == last_name:
             names[inner] = "unmasked"
     names[loss] = last_name
-    return Prepared(prog, loss, dens, names, tuple(masks), tuple(fired),
-                    specialise_none(prog, loss, dens, names))
-
-
-def _default_value(value: float) -> sp.Expr:
-    return sp.Integer(int(value)) if float(value).is_integer() else sp.Float(float(value))
-
-
-# a tensor operator applied to a constant (a substituted default) is a constant
-_CONSTANT_FOLDS = {
-    ir.Gather: lambda c, e: c,
-    ir.StopGradient: lambda c, e: c,
-    ir.ReduceMean: lambda c, e: c,
-    ir.ReduceMax: lambda c, e: c,
-    ir.ReduceSum: lambda c, e: c * ir.Size(e.args[-1]),
-}
-
-
-def _fold_constants(expr: sp.Expr) -> sp.Expr:
-    return expr.replace(
-        lambda e: type(e) in _CONSTANT_FOLDS and e.args[0].is_number and not e.args[0].has(ir.TensorOp),
-        lambda e: _CONSTANT_FOLDS[type(e)](e.args[0], e))
-
-
-def specialise_none(prog: Program, loss: sp.Expr, dens: dict, names: dict) -> NoneVariant | None:
-    """`loss` and `dens` with every optional input replaced by its default, or None where that
-    changes nothing or would change the loss's axes (then the general code serves None too)."""
-    opt = [i for i in prog.spec.inputs if i.optional]
-    if not opt:
-        return None
-    subs = {prog.symbols[i.name]: _default_value(i.default) for i in opt}
-
-    def sub(e):
-        if e is None:
-            return None
-        return ir.real_parts(_fold_constants(e.xreplace(subs)))
-
-    new_loss = sub(loss)
-    new_dens = {k: sub(v) for k, v in dens.items()}
-    if new_loss == loss and new_dens == dens:
-        return None
-    if prog.typeof(new_loss).axes != prog.typeof(loss).axes:
-        return None
-    for e in [new_loss, *new_dens.values()]:
-        if e is not None and (e.free_symbols & set(subs) or any(
-                isinstance(n, ir.TensorOp) and n.args and n.args[0].is_number and not isinstance(n, (ir.Size, ir.OneHot))
-                for n in sp.preorder_traversal(e))):
-            return None
-    for k, v in new_dens.items():
-        # a per-element denominator that became 1 counts the elements: the plain mean
-        if v == 1 and dens[k] is not None and prog.typeof(dens[k]).axes:
-            new_dens[k] = None
-    new_names: dict = {}
-    for node, name in names.items():
-        new = sub(node)
-        if not new.is_Atom and new not in new_names:
-            new_names[new] = name
-    new_names[new_loss] = names[loss]
-    return NoneVariant(tuple(i.name for i in opt), new_loss, new_dens, new_names)
+    return Prepared(prog, loss, out.denominators, names, masks, out.fired,
+                    specialise_none(ctx, loss, out.denominators, names))
 
 
 def _taken(spec: Spec) -> set[str]:

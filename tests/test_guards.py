@@ -13,7 +13,7 @@ from losscc.backends import get
 from losscc.emit import compile_spec, with_eps
 from losscc.parse import build_program
 from losscc.pipeline import explain, prepare
-from losscc.rewrites import is_positive
+from losscc.ranges import is_positive
 from losscc.spec import load_spec, spec_from_text
 from tests.backend_util import BACKENDS
 

@@ -32,12 +32,30 @@ from losscc.cases import random_cases
 from losscc.parse import build_program
 from losscc.pipeline import prepare
 from losscc.reference import Evaluator, digits_for
-from losscc.rewrites import STABILITY, guard_branches, guard_gradients, is_nonneg, is_positive, optimize
+from losscc.guards import BRANCH_GUARDS, GRADIENT_GUARDS
+from losscc.passes import BARE, context, run
+from losscc.ranges import is_nonneg, is_positive
+from losscc.rewrites import RANGE_REWRITES, STABILITY, optimize
 from losscc.spec import load_spec, spec_from_text
 from tests.backend_util import BACKENDS
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = {r.name: r for r in STABILITY}
+RANGE_RULES = {r.name: r for r in RANGE_REWRITES.rules}
+
+
+def _bundle(bundle, expr, prog, fired):
+    out = run((bundle,), context(prog), expr, {})
+    fired.extend(out.fired)
+    return out.loss
+
+
+def guard_branches(expr, prog, fired):
+    return _bundle(BRANCH_GUARDS, expr, prog, fired)
+
+
+def guard_gradients(expr, prog, fired):
+    return _bundle(GRADIENT_GUARDS, expr, prog, fired)
 EQUAL_RTOL = mpmath.mpf(10) ** -25
 
 
@@ -164,7 +182,7 @@ SIGNED_TRIGGERS = {
 @pytest.mark.parametrize("name,before", [(n, b) for n, bs in SIGNED_TRIGGERS.items() for b in bs],
                          ids=lambda v: str(v))
 def test_signed_rule_is_an_identity_on_each_sign(name, before):
-    after = RULES[name].apply(before)
+    after = RULES[name].apply(before, BARE)
     assert after is not None and after != before, f"{name} does not fire on {before}"
     assert after.has(sp.Abs) and not after.has(sp.cosh)
     for branch in branches(after):
@@ -186,7 +204,7 @@ BRANCHED_TRIGGERS = {
 @pytest.mark.parametrize("name,before", [(n, b) for n, bs in BRANCHED_TRIGGERS.items() for b in bs],
                          ids=lambda v: str(v))
 def test_branched_rule_is_an_identity_in_every_branch(name, before):
-    after = RULES[name].apply(before)
+    after = RULES[name].apply(before, BARE)
     assert after is not None and isinstance(after, ir.Where), f"{name} does not fire on {before}"
     def same(a, b):  # exp(a - b) == 1 (SymPy does not split log(exp(x) + exp(y)) itself)
         d = (elementary(a) - elementary(b)).subs({x: xr, y: yr})
@@ -208,7 +226,7 @@ SIDED_TRIGGERS = {
 @pytest.mark.parametrize("name,before", [(n, b) for n, bs in SIDED_TRIGGERS.items() for b in bs],
                          ids=lambda v: str(v))
 def test_sided_rule_is_an_identity_on_each_side(name, before):
-    after = RULES[name].apply(before)
+    after = RULES[name].apply(before, BARE)
     assert after is not None and after != before, f"{name} does not fire on {before}"
     assert after.has(sp.Min) and not after.has(sp.Piecewise)
     (_, cond), _ = before.args
@@ -224,17 +242,17 @@ def test_sided_rule_is_an_identity_on_each_side(name, before):
 
 def test_linear_tail_refuses_tails_that_are_not_tangents_and_divisions():
     rule = RULES["linear-tail"]
-    assert rule.apply(sp.Piecewise((x**2 / 2, x < 1), (x - sp.Rational(2, 5), True))) is None  # jumps
-    assert rule.apply(sp.Piecewise((x**2 / 2, x < 1), (2 * x - sp.Rational(3, 2), True))) is None  # kink
-    assert rule.apply(sp.Piecewise((x**2 / (2 * y), x < y), (x - y / 2, True))) is None  # smooth L1, y = 0
-    assert rule.apply(sp.Piecewise((x, x < 1), (x, True))) is None  # nothing to gain
-    assert rule.apply(sp.Piecewise((x**2, x < y + x), (x, True))) is None  # the bound depends on d
+    assert rule.apply(sp.Piecewise((x**2 / 2, x < 1), (x - sp.Rational(2, 5), True)), BARE) is None  # jumps
+    assert rule.apply(sp.Piecewise((x**2 / 2, x < 1), (2 * x - sp.Rational(3, 2), True)), BARE) is None  # kink
+    assert rule.apply(sp.Piecewise((x**2 / (2 * y), x < y), (x - y / 2, True)), BARE) is None  # smooth L1, y = 0
+    assert rule.apply(sp.Piecewise((x, x < 1), (x, True)), BARE) is None  # nothing to gain
+    assert rule.apply(sp.Piecewise((x**2, x < y + x), (x, True)), BARE) is None  # the bound depends on d
 
 
 @pytest.mark.parametrize("name,before", [(n, b) for n, bs in ELEMENTWISE_TRIGGERS.items() for b in bs],
                          ids=lambda v: str(v))
 def test_elementwise_rule_is_an_identity(name, before):
-    after = RULES[name].apply(before)
+    after = RULES[name].apply(before, BARE)
     assert after is not None and after != before, f"{name} does not fire on {before}"
     assert proved_equal(before, after), f"{name}: {before} -> {after} is not an identity"
 
@@ -301,7 +319,7 @@ TENSOR_TRIGGERS = {
 @pytest.mark.parametrize("name", sorted(TENSOR_TRIGGERS))
 def test_tensor_rule_is_an_identity_on_three_lanes(name, label):
     before = TENSOR_TRIGGERS[name]
-    after = RULES[name].apply(before)
+    after = RULES[name].apply(before, BARE)
     assert after is not None and after != before
     env = {X: list(V), LABEL: label}
     for a, b in zip(lanes(before, env), lanes(after, env)):
@@ -312,6 +330,47 @@ def test_tensor_rule_is_an_identity_on_three_lanes(name, label):
 def test_every_rule_has_a_symbolic_proof():
     assert set(ELEMENTWISE_TRIGGERS) | set(SIGNED_TRIGGERS) | set(SIDED_TRIGGERS) | set(TENSOR_TRIGGERS) \
         | set(BRANCHED_TRIGGERS) == set(RULES)
+
+
+# --------------------------------------------------------------------------- range rewrites
+
+SQRT_SPEC = """
+x: {dtype: float, shape: [N, C]}
+a: {dtype: float, shape: [N, C], domain: "[0, inf)"}
+b: {dtype: float, shape: [N, C], domain: "[0, 1]"}
+"""
+
+
+def test_sqrt_of_product_is_an_identity_for_non_negative_factors():
+    """sqrt(a * b) = sqrt(a) * sqrt(b) and 1/sqrt(a * b) = 1/(sqrt(a) * sqrt(b)) for a, b >= 0
+    (SymPy proves it on non-negative symbols); the rule fires exactly where the range analysis
+    proves every factor non-negative, and not for a factor of unknown sign, where the identity
+    is false (a = b = -1)."""
+    rule = RANGE_RULES["sqrt-of-product"]
+    prog = build_program(make_spec(SQRT_SPEC, "loss = x + a + b"))
+    ctx = context(prog)
+    xs, a_, b_, C_ = prog.symbols["x"], prog.symbols["a"], prog.symbols["b"], prog.symbols["C"]
+    p, q = sp.symbols("p q", nonnegative=True)
+    for before in (sp.sqrt(a_ * b_), 1 / sp.sqrt(a_ * b_), sp.sqrt(ir.ReduceSum(xs**2, C_) * a_ * b_)):
+        after = rule.apply(before, ctx)
+        assert after is not None and after != before, before
+        assert after.is_Mul and len(after.args) == len(before.args[0].args)
+        proof = (before - after).subs({a_: p, b_: q, ir.ReduceSum(xs**2, C_): p + q})
+        assert sp.simplify(proof) == 0, (before, after)
+    assert rule.apply(sp.sqrt(xs * a_), ctx) is None                        # x may be negative
+    assert rule.apply(sp.sqrt(2 * a_), ctx) is None                         # a number factor: nothing to gain
+    m = sp.Symbol("m", negative=True)
+    assert sp.sqrt(m * m) != sp.sqrt(m) * sp.sqrt(m)                        # the identity needs the facts
+
+
+def test_sqrt_of_product_preserves_the_value():
+    spec = make_spec(SQRT_SPEC, "loss = x / sqrt(sum(x**2, axis=C) * sum(a**2, axis=C) + b * a)")
+    inputs = {"x": XN, "a": np.abs(XN[::-1]), "b": TN}
+    prog, prep = assert_same_values(spec, inputs)
+    assert "sqrt-of-product" not in fired_rules(prep)  # a sum under the root: not a product
+    spec = make_spec(SQRT_SPEC, "loss = x / sqrt(sum(x**2, axis=C) * sum(a**2, axis=C)) + sqrt(a * b)")
+    prog, prep = assert_same_values(spec, inputs)
+    assert "sqrt-of-product" in fired_rules(prep)
 
 
 # --------------------------------------------------------------------------- numerical equivalence

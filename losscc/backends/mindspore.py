@@ -136,6 +136,7 @@ BACKEND = Backend(
         "abs": "ops.abs({x})",
         "tanh": "ops.tanh({x})",
         "cosh": "ops.cosh({x})",
+        "erf": "ops.erf({x})",
         "sigmoid": "ops.sigmoid({x})",
         "softplus": "_softplus({x})",
         "maximum": "ops.maximum({x}, {y})",

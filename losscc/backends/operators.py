@@ -77,6 +77,7 @@ OPERATORS: Mapping[str, Operator] = MappingProxyType({o.key: o for o in (
         [Tie({"x": _X}, gradient={"x": (0.0, 1.0, -1.0)})]),
     _op("tanh", "x", "hyperbolic tangent"),
     _op("cosh", "x", "hyperbolic cosine"),
+    _op("erf", "x", "error function"),
     _op("sigmoid", "x", "1 / (1 + exp(-x))"),
     _op("softplus", "x", "log(1 + exp(x)) without overflow", "sigmoid(x), also at x = 0",
         [Tie({"x": _X}, gradient={"x": (0.5, 0.7310585786300049, 0.2689414213699951)})]),

@@ -145,6 +145,7 @@ BACKEND = Backend(
         "abs": "paddle.abs({x})",
         "tanh": "paddle.tanh({x})",
         "cosh": "paddle.cosh({x})",
+        "erf": "paddle.erf({x})",
         "sigmoid": "F.sigmoid({x})",
         # log(1 + exp(x)) and x above the threshold: exact to float64 there (exp(-40) < 2**-57);
         # below about -37 (float64) / -17 (float32) the value flushes to 0, an absolute error

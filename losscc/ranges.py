@@ -1,0 +1,199 @@
+"""What the declared domains prove about an IR value: positive, non-negative, bounded.
+
+:class:`Ranges` answers for one program, memoised per node, so a shared subtree is
+analysed once.  It dispatches on the node's type by method, as SymPy's printers do: the
+facts of a node of class ``K`` come from ``_range_K`` (the first such method along the
+class's MRO), except that a node built by a formula function takes them from that
+function's registry record (:mod:`losscc.functions`, its ``range``), through
+:func:`function_range`.  The analysis is small on purpose: it proves what the guards need
+(``log`` of a positive value, ``exp`` of a bounded one) and answers "not known" otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from . import functions, ir
+
+BOUND = 50  # |value| at most this is "bounded": exp(value) and value**4 stay finite in float32
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What is proved about a value for every input the declared domains allow."""
+
+    positive: bool = False   # > 0 (and finite)
+    nonneg: bool = False     # >= 0
+    bounded: bool = False    # |value| <= BOUND
+
+
+def facts(positive: bool = False, nonneg: bool = False, bounded: bool = False) -> Facts:
+    """Facts with the implication positive -> non-negative applied."""
+    return Facts(bool(positive), bool(positive or nonneg), bool(bounded))
+
+
+NOTHING = Facts()
+
+def _holds(mode: str, prop: str, e, of) -> bool:
+    """Whether property `prop` of node `e` holds under its record's `mode` (functions.FACTS)."""
+    if mode == "yes":
+        return True
+    if mode == "arg":
+        return getattr(of(e.args[0]), prop)
+    if mode == "all":
+        return all(getattr(of(a), prop) for a in e.args)
+    if mode == "any":
+        return any(getattr(of(a), prop) for a in e.args)
+    if mode == "lo":
+        return getattr(of(e.args[1]), prop)
+    if mode == "branches":
+        return all(getattr(of(p.expr), prop) for p in e.args)
+    if mode == "numbers":
+        return all(b.is_Number and abs(float(b)) <= BOUND for b in e.args[1:])
+    return False  # "no"
+
+
+def function_range(e, of) -> Facts | None:
+    """The facts of node `e` built by a formula function, from its registry record's range
+    modes and `of` (the facts of an argument); None when no record gives `e` its facts.
+    The one place that knows what a function's value is."""
+    record = functions.of_node(e)
+    if record is None or record.range is None:
+        return None
+    modes = record.range
+    return facts(*(_holds(getattr(modes, prop), prop, e, of) for prop in ("positive", "nonneg", "bounded")))
+
+
+def _symbol_facts(spec) -> dict[str, Facts]:
+    """Facts of the parameters (from their bounds) and the inputs (from their domains)."""
+    out: dict[str, Facts] = {}
+    for i in spec.inputs:
+        d = i.domain
+        if d.is_set:
+            out[i.name] = facts(all(v > 0 for v in d.values), all(v >= 0 for v in d.values),
+                                all(abs(v) <= BOUND for v in d.values))
+        else:
+            lo = isinstance(d.lo, float)
+            out[i.name] = facts(lo and (d.lo > 0 or (d.lo == 0 and not d.lo_closed)), lo and d.lo >= 0,
+                                all(isinstance(v, float) and abs(v) <= BOUND for v in (d.lo, d.hi)))
+    for p in spec.params:
+        known = p.kind != "bool" and p.min is not None
+        out[p.name] = facts(known and p.min > 0, known and p.min >= 0)
+    return out
+
+
+class Ranges:
+    """Range facts of the IR values of one program (memoised; the program is not changed)."""
+
+    _methods: dict[type, str] = {}
+
+    def __init__(self, prog):
+        self.prog = prog
+        self._symbols = _symbol_facts(prog.spec) if prog is not None else {}
+        self._memo: dict = {}
+
+    def of(self, e: sp.Basic) -> Facts:
+        got = self._memo.get(e)
+        if got is None:
+            got = function_range(e, self.of)
+            if got is None:
+                got = getattr(self, self._method(type(e)))(e)
+            self._memo[e] = got
+        return got
+
+    def positive(self, e) -> bool:
+        return self.of(e).positive
+
+    def nonneg(self, e) -> bool:
+        return self.of(e).nonneg
+
+    def bounded(self, e) -> bool:
+        return self.of(e).bounded
+
+    @classmethod
+    def _method(cls, kind: type) -> str:
+        name = cls._methods.get(kind)
+        if name is None:
+            name = next(m for k in kind.__mro__ if hasattr(cls, m := f"_range_{k.__name__}"))
+            cls._methods[kind] = name
+        return name
+
+    # ---------------------------------------------------------------- leaves
+
+    def _range_Basic(self, e):
+        return NOTHING
+
+    def _range_Number(self, e):
+        return facts(e.is_positive, e.is_nonnegative, e.is_finite and abs(float(e)) <= BOUND)
+
+    def _range_Pi(self, e):
+        return facts(positive=True)
+
+    _range_Exp1 = _range_Pi
+
+    def _range_Size(self, e):
+        return facts(positive=True)
+
+    def _range_Symbol(self, e):
+        return self._symbols.get(e.name, NOTHING)
+
+    # ---------------------------------------------------------------- arithmetic
+
+    def _range_Add(self, e):
+        parts = [self.of(a) for a in e.args]
+        nonneg = all(p.nonneg for p in parts)
+        return facts(nonneg and any(p.positive for p in parts), nonneg, all(p.bounded for p in parts))
+
+    def _range_Mul(self, e):
+        parts = [self.of(a) for a in e.args]
+        return facts(all(p.positive for p in parts), all(p.nonneg for p in parts), all(p.bounded for p in parts))
+
+    def _range_Pow(self, e):
+        base, ex = self.of(e.args[0]), e.args[1]
+        even = ex.is_Integer and ex.is_even
+        return facts(base.positive, even or base.nonneg, ex.is_Integer and 0 <= ex <= 4 and base.bounded)
+
+    # ---------------------------------------------------------------- tensor operators
+
+    def _range_Function(self, e):  # a function without a registry record
+        return NOTHING
+
+    def _range_Gather(self, e):  # a gathered entry is one of the source's
+        return self.of(e.args[0])
+
+    # ---------------------------------------------------------------- selections
+
+    def _range_Where(self, e):
+        c, a, b = e.args
+        fa, fb = self.of(a), self.of(b)
+        positive = (fa.positive or self.implies_positive(c, a)) and fb.positive
+        return facts(positive, fa.nonneg and fb.nonneg, fa.bounded and fb.bounded)
+
+    def implies_positive(self, c, a) -> bool:
+        """Whether condition c (a branch guard's) makes a > 0: a > x or x < a with x >= 0,
+        a >= x with x > 0, or a conjunction with such a term."""
+        if isinstance(c, sp.And):
+            return any(self.implies_positive(t, a) for t in c.args)
+        if isinstance(c, (sp.StrictGreaterThan, sp.GreaterThan)):
+            big, small = c.args
+        elif isinstance(c, (sp.StrictLessThan, sp.LessThan)):
+            small, big = c.args
+        else:
+            return False
+        factors = a.args if isinstance(a, sp.Mul) else (a,)
+        if big not in factors or not all(self.positive(f) for f in factors if f != big):
+            return False
+        strict = isinstance(c, (sp.StrictGreaterThan, sp.StrictLessThan))
+        return self.nonneg(small) if strict else self.positive(small)
+
+
+def is_positive(e, prog) -> bool:
+    """True when e > 0 for every input allowed by the declared domains (and finite)."""
+    return Ranges(prog).positive(e)
+
+
+def is_nonneg(e, prog) -> bool:
+    """True when e >= 0 for every input allowed by the declared domains."""
+    return Ranges(prog).nonneg(e)

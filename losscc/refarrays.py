@@ -1,0 +1,142 @@
+"""Arrays of the reference evaluator: the full-rank layout of a program's axes and the
+mpmath object-array helpers (conversion, sums, selections, first extrema).
+
+Every tensor is held at the program's full rank (one dimension per axis; a variadic
+group expands to its runtime rank), size 1 where it lacks an axis, so NumPy
+broadcasting does the alignment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mpmath
+import numpy as np
+
+from .parse import Program
+
+
+@dataclass
+class Layout:
+    """Where each axis lives in the full-rank arrays, for one set of sizes."""
+
+    dims: dict[str, tuple[int, ...]]   # axis -> dimensions
+    sizes: dict[str, tuple[int, ...]]  # axis -> sizes (one per dimension)
+    rank: int
+
+    @classmethod
+    def of(cls, prog: Program, sizes: dict[str, tuple[int, ...]]) -> Layout:
+        dims, k = {}, 0
+        for a in prog.axes:
+            n = len(sizes[a])
+            dims[a] = tuple(range(k, k + n))
+            k += n
+        return cls(dims, sizes, k)
+
+    def expand(self, arr: np.ndarray, axes: tuple[str, ...]) -> np.ndarray:
+        shape = [1] * self.rank
+        src = iter(arr.shape)
+        for a in axes:
+            for d in self.dims[a]:
+                shape[d] = next(src)
+        return arr.reshape(shape)
+
+    def squeeze(self, arr: np.ndarray, axes: tuple[str, ...]) -> np.ndarray:
+        keep = [d for a in axes for d in self.dims[a]]
+        drop = tuple(d for d in range(self.rank) if d not in keep)
+        full_shape = list(arr.shape)
+        for a in axes:
+            for d, n in zip(self.dims[a], self.sizes[a]):
+                full_shape[d] = n
+        arr = np.broadcast_to(arr, full_shape)
+        return arr.squeeze(axis=drop) if drop else arr
+
+
+def to_mp(a) -> np.ndarray:
+    a = np.asarray(a)
+    out = np.empty(a.shape, dtype=object)
+    flat = a.reshape(-1)
+    o = out.reshape(-1)
+    for k, v in enumerate(flat):
+        o[k] = mpmath.mpf(float(v)) if a.dtype.kind == "f" else int(v)
+    return out
+
+
+def first_max(v) -> int:
+    """Index of the largest entry, the first one at ties (both frameworks' argmax)."""
+    best = 0
+    for k in range(1, len(v)):
+        if v[k] > v[best]:
+            best = k
+    return best
+
+
+def first_min(v) -> int:
+    best = 0
+    for k in range(1, len(v)):
+        if v[k] < v[best]:
+            best = k
+    return best
+
+
+def select(c, a, b):
+    if isinstance(c, np.ndarray):
+        return np.where(c.astype(bool), a, b)
+    return a if c else b
+
+
+def total(a) -> mpmath.mpf:
+    return mpmath.fsum(np.asarray(a, dtype=object).reshape(-1))
+
+
+def sum_axes(x, dims):
+    out = x
+    for d in sorted(dims, reverse=True):
+        out = np.apply_along_axis(lambda v: mpmath.fsum(v), d, out) if out.shape[d] else out
+        out = np.expand_dims(out, d)
+    return out.astype(object)
+
+
+def place(arr: np.ndarray, axes: tuple[str, ...], inp, layout: Layout) -> np.ndarray:
+    if inp.broadcast:
+        # NumPy broadcasting against the declared (trailing) axes
+        target = sum((layout.dims[a] for a in axes), ())
+        want = len(target)
+        if arr.ndim < want:
+            pad = (1,) * (want - arr.ndim)
+            arr = arr.reshape(arr.shape + pad if inp.broadcast == "left" else pad + arr.shape)
+        shape = [1] * layout.rank
+        for d, n in zip(target, arr.shape):
+            shape[d] = n
+        return arr.reshape(shape)
+    return layout.expand(arr, axes)
+
+
+def infer_sizes(prog: Program, inputs: dict) -> dict[str, tuple[int, ...]]:
+    sizes: dict[str, tuple[int, ...]] = {}
+    for inp in prog.spec.inputs:
+        v = inputs.get(inp.name)
+        if v is None or inp.broadcast:
+            continue
+        shape = np.shape(v)
+        names = list(inp.shape)
+        nvar = len(shape) - (len(names) - sum(1 for a in names if a.startswith("*")))
+        k = 0
+        for a in names:
+            n = nvar if a.startswith("*") else 1
+            got = tuple(shape[k:k + n])
+            sizes.setdefault(a.lstrip("*"), got)
+            if sizes[a.lstrip("*")] != got:
+                raise ValueError(f"input '{inp.name}': axis {a.lstrip('*')} has size {got}, expected {sizes[a.lstrip('*')]}")
+            k += n
+    absent = {a.lstrip("*") for inp in prog.spec.inputs if inp.optional and inputs.get(inp.name) is None
+              for a in inp.shape}
+    for a in prog.axes:
+        if a not in sizes:
+            if a not in absent:
+                raise ValueError(f"no input gives the size of axis {a}")
+            # carried only by optional inputs that are None: the compiler refuses a loss whose
+            # value then depends on the size (E253), so any size gives the same value
+            variadic = any(f"*{a}" in inp.shape for inp in prog.spec.inputs)
+            sizes[a] = () if variadic else (1,)
+    return sizes

@@ -1,0 +1,411 @@
+"""The reference evaluator's walk: the spec's IR, as written, evaluated with mpmath.
+
+Elementwise functions are evaluated by their registry record's mpmath function
+(``losscc.functions``); every other node by a method ``_eval_<Node>`` (the first one
+along the node class's MRO), in object arrays of ``mpmath.mpf`` (``losscc.refarrays``).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import mpmath
+import numpy as np
+import sympy as sp
+
+from . import functions, ir
+from .parse import Program
+from .refarrays import (
+    Layout,
+    first_max,
+    first_min,
+    infer_sizes,
+    place,
+    select,
+    sum_axes,
+    to_mp,
+    total,
+)
+
+
+def _vec(f):
+    return np.frompyfunc(f, 1, 1)
+
+
+@functools.cache
+def _elementwise(f):
+    """The vectorised mpmath function of an elementwise record."""
+    return _vec(f)
+
+
+def _real(v):
+    if isinstance(v, mpmath.mpc):
+        return mpmath.mpf("nan") if v.imag != 0 else v.real
+    return v
+
+
+def _pow(a, b):
+    try:
+        if a == 0 and b < 0:
+            return mpmath.mpf("inf")
+        if a < 0 and not mpmath.isint(b):
+            return mpmath.mpf("nan")
+        return _real(mpmath.power(a, b))
+    except (ValueError, ZeroDivisionError):
+        return mpmath.mpf("nan")
+
+
+def _sqrt(x):
+    return mpmath.sqrt(x) if x >= 0 else mpmath.mpf("nan")
+
+
+def _neg_sigmoid_arg(term):
+    """term == -sigmoid(x) -> x, else None."""
+    if isinstance(term, sp.Mul) and len(term.args) == 2 and term.args[0] == -1 \
+            and isinstance(term.args[1], ir.sigmoid):
+        return term.args[1].args[0]
+    return None
+
+
+_POW = np.frompyfunc(_pow, 2, 1)
+_SQRT = _vec(_sqrt)
+_EXP = _vec(mpmath.exp)
+_LOG = _vec(functions.mp_log)
+_SIGMOID = _vec(functions.mp_sigmoid)
+_SIGN = np.frompyfunc(lambda v: mpmath.mpf(mpmath.sign(v)), 1, 1)
+_RELATIONS = {sp.StrictLessThan: lambda x, y: x < y, sp.LessThan: lambda x, y: x <= y,
+              sp.StrictGreaterThan: lambda x, y: x > y, sp.GreaterThan: lambda x, y: x >= y,
+              sp.Equality: lambda x, y: x == y, sp.Unequality: lambda x, y: x != y}
+
+
+class Evaluator:
+    """Evaluate a Program's IR on one case; values are object arrays of mpf."""
+
+    def __init__(self, prog: Program, inputs: dict, params: dict, learnable: dict):
+        self.prog = prog
+        spec = prog.spec
+        self.sizes = infer_sizes(prog, inputs)
+        self.layout = Layout.of(prog, self.sizes)
+        self.params = {p.name: params.get(p.name, p.default) for p in spec.params}
+        self.raw = dict(inputs)
+        self.learnable = {k: to_mp(np.asarray(v, dtype=float)) for k, v in learnable.items()}
+        self.frozen: dict = {}
+
+    def env(self, inputs: dict) -> dict:
+        prog, spec = self.prog, self.prog.spec
+        env = {}
+        valid = None
+        for inp in spec.inputs:
+            v = inputs.get(inp.name)
+            t = prog.types[prog.symbols[inp.name]]
+            if v is None:
+                shape = [1] * self.layout.rank
+                if not inp.broadcast:
+                    for a in t.axes:
+                        for d, n in zip(self.layout.dims[a], self.sizes[a]):
+                            shape[d] = n
+                arr = np.full(tuple(shape), mpmath.mpf(inp.default), dtype=object)
+            else:
+                arr = to_mp(v) if not isinstance(v, np.ndarray) or v.dtype != object else v
+                arr = place(arr, t.axes, inp, self.layout)
+            if inp.ignore:
+                ig = self.params[inp.ignore]
+                ok = np.vectorize(lambda z: z != ig, otypes=[bool])(arr)
+                arr = np.where(ok, arr, 0)
+                valid = ok if valid is None else valid & ok
+            env[prog.symbols[inp.name]] = arr
+        for p in spec.params:
+            val = self.params[p.name]
+            env[prog.symbols[p.name]] = mpmath.mpf(val) if p.kind == "float" else val
+        for lr in spec.learnable:
+            env[prog.symbols[lr.name]] = self.learnable[lr.name]
+        return env, valid
+
+    def run(self, inputs: dict | None = None, learnable: dict | None = None, freeze: bool = False) -> dict:
+        """All reductions of the loss: {'none': array, 'sum': mpf, 'mean': mpf, ...}."""
+        inputs = self.raw if inputs is None else inputs
+        saved = self.learnable
+        if learnable is not None:
+            self.learnable = learnable
+        try:
+            env, valid = self.env(inputs)
+            memo: dict = {}
+            self._freeze = freeze
+            loss = self.ev(self.prog.loss, env, memo)
+            loss_t = self.prog.typeof(self.prog.loss)
+            loss = np.broadcast_to(np.asarray(loss, dtype=object), self._full(loss_t.axes))
+            if valid is not None:
+                valid = np.broadcast_to(valid, loss.shape)
+                loss = np.where(valid, loss, mpmath.mpf(0))
+            out = {"none": self.layout.squeeze(loss, loss_t.axes)}
+            whole = total(loss)
+            out["sum"] = whole
+            for red in self.prog.spec.reductions:
+                if red.name in ("none", "sum"):
+                    continue
+                den_expr = self.prog.denominators.get(red.name)
+                if den_expr is None:
+                    den = np.ones(loss.shape, dtype=object)
+                else:
+                    d = self.ev(den_expr, env, memo)
+                    if not self.prog.typeof(den_expr).axes:  # a scalar: not masked
+                        out[red.name] = whole / (d if not isinstance(d, np.ndarray) else d.reshape(-1)[0])
+                        continue
+                    den = np.broadcast_to(np.asarray(d, dtype=object), loss.shape)
+                if valid is not None:
+                    den = np.where(valid, den, 0)
+                out[red.name] = whole / total(den)
+            return out
+        finally:
+            self.learnable = saved
+
+    def _full(self, axes):
+        shape = [1] * self.layout.rank
+        for a in axes:
+            for d, n in zip(self.layout.dims[a], self.sizes[a]):
+                shape[d] = n
+        return tuple(shape)
+
+    # ------------------------------------------------------------- the walk
+    def ev(self, e, env, memo):
+        got = memo.get(e)
+        if got is not None:
+            return got
+        v = self._ev(e, env, memo)
+        memo[e] = v
+        return v
+
+    def _ev(self, e, env, memo):
+        if e in env:
+            return env[e]
+        if e is sp.true:
+            return True
+        if e is sp.false:
+            return False
+        if e.is_Number or e in (sp.pi, sp.E):
+            if e.is_Integer:
+                return mpmath.mpf(int(e))
+            if e.is_Rational:
+                return mpmath.mpf(int(e.p)) / int(e.q)
+            if e is sp.pi:
+                return +mpmath.pi
+            return mpmath.mpf(float(e))
+        ev = lambda x: self.ev(x, env, memo)
+        f = functions.of_node(e)
+        if f is not None and callable(f.reference):
+            return _elementwise(f.reference)(ev(e.args[0]))
+        for cls in type(e).__mro__:
+            method = getattr(self, "_eval_" + cls.__name__, None)
+            if method is not None:
+                return method(e, ev)
+        raise TypeError(f"reference: no rule for {type(e).__name__}")
+
+    # ------------------------------------------------------- syntax
+    def _eval_Add(self, e, ev):
+        if len(e.args) == 2 and sp.S.One in e.args:
+            x = _neg_sigmoid_arg(e.args[0] if e.args[1] == 1 else e.args[1])
+            if x is not None:
+                # 1 - sigmoid(x) is sigmoid(-x) exactly; evaluated so, it needs no
+                # thousands of digits to survive the cancellation at x = 1e4 or 1e18
+                return _SIGMOID(-ev(x))
+        out = ev(e.args[0])
+        for a in e.args[1:]:
+            out = out + ev(a)
+        return out
+
+    def _eval_Mul(self, e, ev):
+        out = ev(e.args[0])
+        for a in e.args[1:]:
+            out = out * ev(a)
+        return out
+
+    def _eval_Pow(self, e, ev):
+        base, ex = ev(e.args[0]), ev(e.args[1])
+        if e.args[1] == sp.Rational(1, 2):
+            return _SQRT(base)
+        return _POW(base, ex)
+
+    def _eval_Piecewise(self, e, ev):
+        out = None
+        for pair in reversed(e.args):
+            val = ev(pair.expr)
+            if out is None:
+                out = val
+                continue
+            c = ev(pair.cond)
+            out = np.where(np.asarray(c, dtype=bool), val, out) if isinstance(c, np.ndarray) else (val if c else out)
+        return out
+
+    def _eval_Where(self, e, ev):
+        c, a, b = (ev(x) for x in e.args)
+        return np.where(np.asarray(c, dtype=bool), a, b) if isinstance(c, np.ndarray) else (a if c else b)
+
+    _eval_ITE = _eval_Where
+
+    def _eval_And(self, e, ev):
+        out = ev(e.args[0])
+        for a in e.args[1:]:
+            out = np.logical_and(out, ev(a))
+        return out
+
+    def _eval_Or(self, e, ev):
+        out = ev(e.args[0])
+        for a in e.args[1:]:
+            out = np.logical_or(out, ev(a))
+        return out
+
+    def _eval_Not(self, e, ev):
+        return np.logical_not(ev(e.args[0]))
+
+    # ------------------------------------------------------- ties and kinks
+    # The selections (comparisons, max/min, clip, abs, the maximum over an axis) are made
+    # at the unperturbed point and kept fixed while the differences perturb it (run's
+    # `freeze`): each side of a selection is then smooth, and the central difference is
+    # the gradient of the side chosen there, with the tie conventions of docs/spec.md:
+    # max/min against a bound (a number or hyperparameter) passes the gradient to the
+    # tensor, between two differentiated values each side gets half; clip passes it at
+    # its bounds; abs'(0) = 0; a condition picks one branch; the maximum over an axis
+    # shares it evenly among the tied entries.
+
+    def _fixed(self, e, compute):
+        """compute() at the unperturbed point (remembered), its remembered value while frozen."""
+        key = ("selection", e)
+        if self._freeze and key in self.frozen:
+            return self.frozen[key]
+        v = compute()
+        if not self._freeze:
+            self.frozen[key] = v
+        return v
+
+    def _eval_Relational(self, e, ev):
+        return self._fixed(e, lambda: self._relation(e, ev))
+
+    def _eval_Abs(self, e, ev):
+        x = ev(e.args[0])
+        sign = self._fixed(e, lambda: _SIGN(x) if isinstance(x, np.ndarray) else mpmath.sign(x))
+        return sign * x
+
+    def _eval_Clip(self, e, ev):
+        x, lo, hi = (ev(a) for a in e.args)
+        below, above = self._fixed(e, lambda: (x < lo, x > hi))
+        return select(below, lo, select(above, hi, x))
+
+    def _eval_MinMaxBase(self, e, ev):
+        # max/min folded left, tensors first (as the lowering): a tie with a bound keeps the
+        # tensor, a tie of two differentiated values is their mean (half the gradient each)
+        args = sorted(e.args, key=self._is_bound)
+        bigger = np.frompyfunc((lambda u, v: (u > v) - (u < v)) if isinstance(e, sp.Max) else
+                               (lambda u, v: (u < v) - (u > v)), 2, 1)
+        out = ev(args[0])
+        for k, a in enumerate(args[1:]):
+            v = ev(a)
+            order = self._fixed((e, k), lambda u=out, w=v: bigger(u, w))
+            tie = out if self._is_bound(a) else (out + v) / 2
+            out = select(order > 0, out, select(order < 0, v, tie))
+        return out
+
+    def _is_bound(self, a) -> bool:
+        """A value no gradient flows into: a number or an expression in hyperparameters."""
+        params = {self.prog.symbols[p.name] for p in self.prog.spec.params}
+        return a.free_symbols <= params and not a.has(ir.Item)
+
+    def _relation(self, e, ev):
+        a, b = ev(e.args[0]), ev(e.args[1])
+        f = _RELATIONS[type(e)]
+        return np.asarray(np.frompyfunc(f, 2, 1)(a, b)).astype(bool) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else bool(f(a, b))
+
+    # ------------------------------------------------------- tensor operators
+    def _eval_Size(self, e, ev):
+        return mpmath.mpf(int(np.prod(self.sizes[e.args[0].name])))
+
+    def _eval_Item(self, e, ev):
+        return ev(e.args[0]).reshape(-1)[int(e.args[1])]
+
+    def _eval_StopGradient(self, e, ev):
+        if self._freeze and e in self.frozen:
+            return self.frozen[e]
+        v = ev(e.args[0])
+        if not self._freeze:
+            self.frozen[e] = v
+        return v
+
+    def _eval_OneHot(self, e, ev):
+        L = self.layout
+        idx = ev(e.args[0])
+        ax = e.args[1].name
+        (d,) = L.dims[ax]
+        shape = [1] * L.rank
+        shape[d] = self.sizes[ax][0]
+        rng = np.arange(self.sizes[ax][0]).reshape(shape)
+        hit = np.asarray(idx, dtype=object) == rng
+        return np.where(hit, mpmath.mpf(1), mpmath.mpf(0)).astype(object)
+
+    def _eval_Gather(self, e, ev):
+        x = np.asarray(ev(e.args[0]), dtype=object)
+        idx = np.asarray(ev(e.args[1]), dtype=object).astype(np.int64)
+        (d,) = self.layout.dims[e.args[-1].name]
+        full = list(np.broadcast_shapes(x.shape, idx.shape))
+        full[d] = x.shape[d]
+        xb = np.broadcast_to(x, full)
+        ishape = list(full)
+        ishape[d] = 1
+        ib = np.broadcast_to(idx, ishape)
+        if (ib < 0).any() or (ib >= x.shape[d]).any():
+            raise IndexError("label out of range")
+        return np.take_along_axis(xb, ib, axis=d)
+
+    def _along(self, e, ev):
+        """The operand of an operator over an axis, at the axis's full size, and its dimensions."""
+        x = np.asarray(ev(e.args[0]), dtype=object)
+        dims = self.layout.dims[e.args[-1].name]
+        return np.broadcast_to(x, tuple(self.sizes_full(dims, x.shape))), dims
+
+    def _eval_ReduceSum(self, e, ev):
+        x, dims = self._along(e, ev)
+        return sum_axes(x, dims)
+
+    def _eval_ReduceMean(self, e, ev):
+        x, dims = self._along(e, ev)
+        n = int(np.prod([x.shape[d] for d in dims]))
+        return sum_axes(x, dims) / n
+
+    def _eval_ReduceMax(self, e, ev):
+        x, dims = self._along(e, ev)
+        top = np.max(x, axis=dims, keepdims=True)
+        hit = self._fixed(e, lambda: np.asarray(x == top, dtype=bool))
+        # the tied entries' mean: equal to the maximum, gradient shared evenly among them
+        return sum_axes(np.where(hit, x, mpmath.mpf(0)), dims) / sum_axes(hit.astype(int), dims)
+
+    def _eval_ArgMax(self, e, ev):
+        x, (d,) = self._along(e, ev)
+        return np.expand_dims(np.apply_along_axis(first_max, d, x), d)
+
+    def _eval_ArgMin(self, e, ev):
+        x, (d,) = self._along(e, ev)
+        return np.expand_dims(np.apply_along_axis(first_min, d, x), d)
+
+    def _softmax_parts(self, e, ev):
+        x, dims = self._along(e, ev)
+        m = np.max(x, axis=dims, keepdims=True)
+        ex = _EXP(x - m)
+        s = sum_axes(ex, dims)
+        return x, ex, s, _LOG(s) + m
+
+    def _eval_LogSumExp(self, e, ev):
+        return self._softmax_parts(e, ev)[3]
+
+    def _eval_LogSoftmax(self, e, ev):
+        x, _, _, lse = self._softmax_parts(e, ev)
+        return x - lse
+
+    def _eval_Softmax(self, e, ev):
+        _, ex, s, _ = self._softmax_parts(e, ev)
+        return ex / s
+
+    def sizes_full(self, dims, shape):
+        out = list(shape)
+        for a, ds in self.layout.dims.items():
+            if set(ds) & set(dims):
+                for d, n in zip(ds, self.sizes[a]):
+                    out[d] = n
+        return out
