@@ -174,8 +174,8 @@ def late_required(spec, d: DropIn) -> list[str]:
 
 
 def signature(spec, backend: str) -> list[str]:
-    """The generated function's parameters: the declared positional order, then the rest
-    keyword-only, then the library's alias keywords."""
+    """The generated function's parameters: the declared positional order, the rest, then
+    the library's alias keywords (keyword-only)."""
     d = of(spec, backend)
     if not d.function:
         sig = [i.name for i in spec.inputs if not i.optional]
@@ -190,7 +190,10 @@ def signature(spec, backend: str) -> list[str]:
     sig = [n if n in required and n not in late else _default(spec, n) for n in d.function]
     rest = [i.name for i in spec.inputs if i.optional] + [p.name for p in spec.params] + ["reduction"]
     rest = [n for n in rest if n not in d.function]
-    kw = [_default(spec, n) for n in rest] + [f"{alias}=None" for _, alias in d.aliases]
+    # the rest follow by position too: Paddle 3.3's to_static turns a keyword-only parameter
+    # that the body reassigns (an input cast to float32) into an undefined placeholder
+    sig += [_default(spec, n) for n in rest]
+    kw = [f"{alias}=None" for _, alias in d.aliases]
     return sig + (["*"] + kw if kw else [])
 
 
@@ -310,15 +313,13 @@ def _input_checks(spec, lead: str | None) -> list[str]:
     for inp in spec.inputs:
         n = inp.name
         scalar = getattr(inp, "scalar", False)
-        pad = ""
-        if inp.optional:
-            out.append(f"if {n} is not None:")
-            pad = "    "
+        pad = ""   # one flat `if` per check (Paddle's to_static mishandles a check nested in `if x is not None`)
+        given = f"{n} is not None and " if inp.optional else ""
         kind = "a float" if inp.dtype == "float" else "an int"
         numbers = "(list, tuple)" if scalar else "(list, tuple, int, float)"
         what = f"{kind} tensor" + (" or a number" if scalar else "")
         fail(f"isinstance({n}, {numbers})", pad, n, what, f"{{type({n}).__name__}}", "TypeError")
-        guard = f"not isinstance({n}, (int, float)) and " if scalar else ""
+        guard = given + (f"not isinstance({n}, (int, float)) and " if scalar else "")
         if inp.dtype == "float":
             allowed = FLOATS if not _integer_set(inp) else f"{FLOATS} + {INTS}"
             kinds = "float" if not _integer_set(inp) else "float, int32 or int64"
