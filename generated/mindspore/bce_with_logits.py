@@ -77,33 +77,31 @@ def _check_inputs(input, target, weight, pos_weight):
             "bce_with_logits: target must be of the rank of input; received: "
             + f"ranks {len(target.shape)} and {len(input.shape)}"
         )
-    if weight is not None:
-        if isinstance(weight, (list, tuple, int, float)):
-            raise TypeError(
-                "bce_with_logits: weight must be a float tensor; received: "
-                + f"{type(weight).__name__}"
-            )
-        if weight.dtype not in _FLOATS:
-            raise ValueError(
-                "bce_with_logits: weight must be a float tensor; received: "
-                + f"{weight.dtype}"
-            )
-    if pos_weight is not None:
-        if isinstance(pos_weight, (list, tuple, int, float)):
-            raise TypeError(
-                "bce_with_logits: pos_weight must be a float tensor; received: "
-                + f"{type(pos_weight).__name__}"
-            )
-        if pos_weight.dtype not in _FLOATS:
-            raise ValueError(
-                "bce_with_logits: pos_weight must be a float tensor; received: "
-                + f"{pos_weight.dtype}"
-            )
-        if len(pos_weight.shape) != 1:
-            raise ValueError(
-                "bce_with_logits: pos_weight must be of shape [C]; received: "
-                + f"rank {len(pos_weight.shape)}"
-            )
+    if isinstance(weight, (list, tuple, int, float)):
+        raise TypeError(
+            "bce_with_logits: weight must be a float tensor; received: "
+            + f"{type(weight).__name__}"
+        )
+    if weight is not None and weight.dtype not in _FLOATS:
+        raise ValueError(
+            "bce_with_logits: weight must be a float tensor; received: "
+            + f"{weight.dtype}"
+        )
+    if isinstance(pos_weight, (list, tuple, int, float)):
+        raise TypeError(
+            "bce_with_logits: pos_weight must be a float tensor; received: "
+            + f"{type(pos_weight).__name__}"
+        )
+    if pos_weight is not None and pos_weight.dtype not in _FLOATS:
+        raise ValueError(
+            "bce_with_logits: pos_weight must be a float tensor; received: "
+            + f"{pos_weight.dtype}"
+        )
+    if pos_weight is not None and len(pos_weight.shape) != 1:
+        raise ValueError(
+            "bce_with_logits: pos_weight must be of shape [C]; received: "
+            + f"rank {len(pos_weight.shape)}"
+        )
 
 
 def _softplus(x):

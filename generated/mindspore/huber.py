@@ -77,19 +77,18 @@ def _check_inputs(input, target, weight):
             "huber: target must be of the rank of input; received: "
             + f"ranks {len(target.shape)} and {len(input.shape)}"
         )
-    if weight is not None:
-        if isinstance(weight, (list, tuple, int, float)):
-            raise TypeError(
-                "huber: weight must be a float tensor; received: "
-                + f"{type(weight).__name__}"
-            )
-        if weight.dtype not in _FLOATS:
-            raise ValueError(
-                "huber: weight must be a float tensor; received: " + f"{weight.dtype}"
-            )
+    if isinstance(weight, (list, tuple, int, float)):
+        raise TypeError(
+            "huber: weight must be a float tensor; received: "
+            + f"{type(weight).__name__}"
+        )
+    if weight is not None and weight.dtype not in _FLOATS:
+        raise ValueError(
+            "huber: weight must be a float tensor; received: " + f"{weight.dtype}"
+        )
 
 
-def huber(input, target, reduction="mean", delta=1.0, *, weight=None):
+def huber(input, target, reduction="mean", delta=1.0, weight=None):
     """Huber loss, quadratic near zero and linear beyond delta.
 
     Args:

@@ -60,19 +60,17 @@ def _check_inputs(input, target, weight):
             "l1: target must be of the rank of input; received: "
             + f"ranks {len(target.shape)} and {len(input.shape)}"
         )
-    if weight is not None:
-        if isinstance(weight, (list, tuple, int, float)):
-            raise TypeError(
-                "l1: weight must be a float tensor; received: "
-                + f"{type(weight).__name__}"
-            )
-        if weight.dtype not in _FLOATS:
-            raise ValueError(
-                "l1: weight must be a float tensor; received: " + f"{weight.dtype}"
-            )
+    if isinstance(weight, (list, tuple, int, float)):
+        raise TypeError(
+            "l1: weight must be a float tensor; received: " + f"{type(weight).__name__}"
+        )
+    if weight is not None and weight.dtype not in _FLOATS:
+        raise ValueError(
+            "l1: weight must be a float tensor; received: " + f"{weight.dtype}"
+        )
 
 
-def l1(input, target, reduction="mean", *, weight=None):
+def l1(input, target, reduction="mean", weight=None):
     """Mean absolute error, as torch.nn.functional.l1_loss.
 
     Args:

@@ -79,21 +79,19 @@ def _check_inputs(input, target, weight):
             "nll: target must be of shape [N, *D]; received: "
             + f"rank {len(target.shape)}"
         )
-    if weight is not None:
-        if isinstance(weight, (list, tuple, int, float)):
-            raise TypeError(
-                "nll: weight must be a float tensor; received: "
-                + f"{type(weight).__name__}"
-            )
-        if weight.dtype not in _FLOATS:
-            raise ValueError(
-                "nll: weight must be a float tensor; received: " + f"{weight.dtype}"
-            )
-        if len(weight.shape) != 1:
-            raise ValueError(
-                "nll: weight must be of shape [C]; received: "
-                + f"rank {len(weight.shape)}"
-            )
+    if isinstance(weight, (list, tuple, int, float)):
+        raise TypeError(
+            "nll: weight must be a float tensor; received: "
+            + f"{type(weight).__name__}"
+        )
+    if weight is not None and weight.dtype not in _FLOATS:
+        raise ValueError(
+            "nll: weight must be a float tensor; received: " + f"{weight.dtype}"
+        )
+    if weight is not None and len(weight.shape) != 1:
+        raise ValueError(
+            "nll: weight must be of shape [C]; received: " + f"rank {len(weight.shape)}"
+        )
 
 
 def nll(input, target, weight=None, ignore_index=-100, reduction="mean"):

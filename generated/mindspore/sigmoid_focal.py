@@ -96,17 +96,16 @@ def _check_inputs(logit, label, normalizer):
             "sigmoid_focal: label must be of the rank of logit; received: "
             + f"ranks {len(label.shape)} and {len(logit.shape)}"
         )
-    if normalizer is not None:
-        if isinstance(normalizer, (list, tuple, int, float)):
-            raise TypeError(
-                "sigmoid_focal: normalizer must be a float tensor; received: "
-                + f"{type(normalizer).__name__}"
-            )
-        if normalizer.dtype not in _FLOATS:
-            raise ValueError(
-                "sigmoid_focal: normalizer must be a float tensor; received: "
-                + f"{normalizer.dtype}"
-            )
+    if isinstance(normalizer, (list, tuple, int, float)):
+        raise TypeError(
+            "sigmoid_focal: normalizer must be a float tensor; received: "
+            + f"{type(normalizer).__name__}"
+        )
+    if normalizer is not None and normalizer.dtype not in _FLOATS:
+        raise ValueError(
+            "sigmoid_focal: normalizer must be a float tensor; received: "
+            + f"{normalizer.dtype}"
+        )
 
 
 def _softplus(x):

@@ -91,22 +91,21 @@ def _check_inputs(input, target, weight):
             "cross_entropy_probs: target must be of the rank of input; received: "
             + f"ranks {len(target.shape)} and {len(input.shape)}"
         )
-    if weight is not None:
-        if isinstance(weight, (list, tuple, int, float)):
-            raise TypeError(
-                "cross_entropy_probs: weight must be a float tensor; received: "
-                + f"{type(weight).__name__}"
-            )
-        if weight.dtype not in _FLOATS:
-            raise ValueError(
-                "cross_entropy_probs: weight must be a float tensor; received: "
-                + f"{weight.dtype}"
-            )
-        if len(weight.shape) != 1:
-            raise ValueError(
-                "cross_entropy_probs: weight must be of shape [C]; received: "
-                + f"rank {len(weight.shape)}"
-            )
+    if isinstance(weight, (list, tuple, int, float)):
+        raise TypeError(
+            "cross_entropy_probs: weight must be a float tensor; received: "
+            + f"{type(weight).__name__}"
+        )
+    if weight is not None and weight.dtype not in _FLOATS:
+        raise ValueError(
+            "cross_entropy_probs: weight must be a float tensor; received: "
+            + f"{weight.dtype}"
+        )
+    if weight is not None and len(weight.shape) != 1:
+        raise ValueError(
+            "cross_entropy_probs: weight must be of shape [C]; received: "
+            + f"rank {len(weight.shape)}"
+        )
 
 
 def _logsumexp(x, axis):

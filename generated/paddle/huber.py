@@ -77,16 +77,15 @@ def _check_inputs(input, target, weight):
             "huber: target must be of the rank of input; received: "
             + f"ranks {len(target.shape)} and {len(input.shape)}"
         )
-    if weight is not None:
-        if isinstance(weight, (list, tuple, int, float)):
-            raise TypeError(
-                "huber: weight must be a float tensor; received: "
-                + f"{type(weight).__name__}"
-            )
-        if weight.dtype not in _FLOATS:
-            raise ValueError(
-                "huber: weight must be a float tensor; received: " + f"{weight.dtype}"
-            )
+    if isinstance(weight, (list, tuple, int, float)):
+        raise TypeError(
+            "huber: weight must be a float tensor; received: "
+            + f"{type(weight).__name__}"
+        )
+    if weight is not None and weight.dtype not in _FLOATS:
+        raise ValueError(
+            "huber: weight must be a float tensor; received: " + f"{weight.dtype}"
+        )
 
 
 def huber(
@@ -95,8 +94,8 @@ def huber(
     reduction="mean",
     delta=1.0,
     name=None,
-    *,
     weight=None,
+    *,
     label=None,
 ):
     """Huber loss, quadratic near zero and linear beyond delta.

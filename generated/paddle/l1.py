@@ -60,16 +60,14 @@ def _check_inputs(input, target, weight):
             "l1: target must be of the rank of input; received: "
             + f"ranks {len(target.shape)} and {len(input.shape)}"
         )
-    if weight is not None:
-        if isinstance(weight, (list, tuple, int, float)):
-            raise TypeError(
-                "l1: weight must be a float tensor; received: "
-                + f"{type(weight).__name__}"
-            )
-        if weight.dtype not in _FLOATS:
-            raise ValueError(
-                "l1: weight must be a float tensor; received: " + f"{weight.dtype}"
-            )
+    if isinstance(weight, (list, tuple, int, float)):
+        raise TypeError(
+            "l1: weight must be a float tensor; received: " + f"{type(weight).__name__}"
+        )
+    if weight is not None and weight.dtype not in _FLOATS:
+        raise ValueError(
+            "l1: weight must be a float tensor; received: " + f"{weight.dtype}"
+        )
 
 
 def _shape(x):
@@ -85,7 +83,7 @@ def _shape(x):
     return tuple(shape)
 
 
-def l1(input, target=None, reduction="mean", name=None, *, weight=None, label=None):
+def l1(input, target=None, reduction="mean", name=None, weight=None, *, label=None):
     """Mean absolute error, as torch.nn.functional.l1_loss.
 
     Args:

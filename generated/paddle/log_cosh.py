@@ -71,17 +71,15 @@ def _check_inputs(input, target, weight):
             "log_cosh: target must be of the rank of input; received: "
             + f"ranks {len(target.shape)} and {len(input.shape)}"
         )
-    if weight is not None:
-        if isinstance(weight, (list, tuple, int, float)):
-            raise TypeError(
-                "log_cosh: weight must be a float tensor; received: "
-                + f"{type(weight).__name__}"
-            )
-        if weight.dtype not in _FLOATS:
-            raise ValueError(
-                "log_cosh: weight must be a float tensor; received: "
-                + f"{weight.dtype}"
-            )
+    if isinstance(weight, (list, tuple, int, float)):
+        raise TypeError(
+            "log_cosh: weight must be a float tensor; received: "
+            + f"{type(weight).__name__}"
+        )
+    if weight is not None and weight.dtype not in _FLOATS:
+        raise ValueError(
+            "log_cosh: weight must be a float tensor; received: " + f"{weight.dtype}"
+        )
 
 
 def log_cosh(input, target, weight=None, *, reduction="mean"):

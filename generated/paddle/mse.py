@@ -61,16 +61,15 @@ def _check_inputs(input, target, weight):
             "mse: target must be of the rank of input; received: "
             + f"ranks {len(target.shape)} and {len(input.shape)}"
         )
-    if weight is not None:
-        if isinstance(weight, (list, tuple, int, float)):
-            raise TypeError(
-                "mse: weight must be a float tensor; received: "
-                + f"{type(weight).__name__}"
-            )
-        if weight.dtype not in _FLOATS:
-            raise ValueError(
-                "mse: weight must be a float tensor; received: " + f"{weight.dtype}"
-            )
+    if isinstance(weight, (list, tuple, int, float)):
+        raise TypeError(
+            "mse: weight must be a float tensor; received: "
+            + f"{type(weight).__name__}"
+        )
+    if weight is not None and weight.dtype not in _FLOATS:
+        raise ValueError(
+            "mse: weight must be a float tensor; received: " + f"{weight.dtype}"
+        )
 
 
 def _shape(x):
@@ -86,7 +85,7 @@ def _shape(x):
     return tuple(shape)
 
 
-def mse(input, target=None, reduction="mean", name=None, *, weight=None, label=None):
+def mse(input, target=None, reduction="mean", name=None, weight=None, *, label=None):
     """Mean squared error, as torch.nn.functional.mse_loss.
 
     Args:

@@ -86,22 +86,28 @@ def _check_inputs(input, target, alpha):
             "softmax_focal: target must be of shape [N]; received: "
             + f"rank {len(target.shape)}"
         )
-    if alpha is not None:
-        if isinstance(alpha, (list, tuple)):
-            raise TypeError(
-                "softmax_focal: alpha must be a float tensor or a number; received: "
-                + f"{type(alpha).__name__}"
-            )
-        if not isinstance(alpha, (int, float)) and alpha.dtype not in _FLOATS:
-            raise ValueError(
-                "softmax_focal: alpha must be a float tensor; received: "
-                + f"{alpha.dtype}"
-            )
-        if not isinstance(alpha, (int, float)) and len(alpha.shape) != 1:
-            raise ValueError(
-                "softmax_focal: alpha must be of shape [C]; received: "
-                + f"rank {len(alpha.shape)}"
-            )
+    if isinstance(alpha, (list, tuple)):
+        raise TypeError(
+            "softmax_focal: alpha must be a float tensor or a number; received: "
+            + f"{type(alpha).__name__}"
+        )
+    if (
+        alpha is not None
+        and not isinstance(alpha, (int, float))
+        and alpha.dtype not in _FLOATS
+    ):
+        raise ValueError(
+            "softmax_focal: alpha must be a float tensor; received: " + f"{alpha.dtype}"
+        )
+    if (
+        alpha is not None
+        and not isinstance(alpha, (int, float))
+        and len(alpha.shape) != 1
+    ):
+        raise ValueError(
+            "softmax_focal: alpha must be of shape [C]; received: "
+            + f"rank {len(alpha.shape)}"
+        )
 
 
 def _logsumexp(x, axis):
