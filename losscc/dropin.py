@@ -88,7 +88,7 @@ def parse(r, node, spec_name: str, inputs: list, params: list, learnable: list, 
                           f"their order ({', '.join(required)})", "the class's call and verify pass them by position")
         optional = [i.name for i in inputs if i.optional]
         if check_args("init", p_names + optional + ["reduction"], "a parameter, an optional input, 'reduction' or 'name'"):
-            from .names import class_attributes
+            from .specnames import class_attributes
 
             for k, a in enumerate(got.get("init", ())):
                 if a in optional and a in class_attributes():

@@ -10,9 +10,10 @@ A few functions are *sugar*: they build other IR (``square(x)`` is ``x**2``) and
 which in ``expands``; the stages then never see them. ``max`` and ``min`` have two
 records each, the elementwise form ``max(a, b, ...)`` and the reduction ``max(x, axis=C)``.
 
-Adding a function is one record here plus its operator entries in every backend table
-(``losscc/backends/*.py``); ``tests/test_functions.py`` checks that every record is
-complete and that the generated function list in ``docs/spec.md`` is current.
+Adding a function is one record here plus its operator: an entry in the operator
+interface (``losscc/backends/operators.py``) and its spelling in every backend table;
+``tests/test_functions.py`` checks that every record is complete and that the generated
+function list in ``docs/spec.md`` (``python -m losscc.fundocs``) is current.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ RULES = ("elementwise", "variadic", "clip", "where", "piecewise", "reduce", "kee
          "stop_gradient", "piecewise_constant", "arg_extremum", "refused")
 # range facts: how a property of the node follows from its arguments
 #   yes / no: always / not known; arg: that of the first argument; all / any: of all / of any
-#   argument; lo: that of the second argument (clip's lower bound); branches: of every value
-#   of a Piecewise; numbers: the bounds (arguments after the first) are numbers of magnitude <= 50
-FACTS = ("yes", "no", "arg", "all", "any", "lo", "branches", "numbers")
+#   argument (of every value, for a Piecewise); lo: that of the second argument (clip's lower
+#   bound); numbers: the bounds (arguments after the first) are numbers of small magnitude
+FACTS = ("yes", "no", "arg", "all", "any", "lo", "numbers")
 # reference evaluation by a method ``Evaluator._eval_<Node>`` (reductions, selections)
 METHOD = "method"
 # how a call prints in the formula language: name(args), name(x, axis=A), or a printer method
@@ -169,7 +170,7 @@ FUNCTIONS: tuple[Function, ...] = (
            None, "Piecewise((a, cond), (b, True))", nargs=3),
     Function("Piecewise", "Piecewise((a, cond), ..., (z, True))", "piecewise",
              "the value of the first pair whose condition holds; the last condition is True", nargs=None,
-             node=sp.Piecewise, reference=METHOD, ops=("where",), range=Range(nonneg="branches"), printer="own"),
+             node=sp.Piecewise, reference=METHOD, ops=("where",), range=Range(nonneg="all"), printer="own"),
     _reduce("sum", ir.ReduceSum, "sum", "sum over the axis", Range(positive="arg", nonneg="arg"),
             variadic_axis=True),
     _reduce("mean", ir.ReduceMean, "mean", "mean over the axis", _ARG, variadic_axis=True),
@@ -259,3 +260,12 @@ def unary_op(e) -> str | None:
     """The operator of `e` when it lowers as one operator on its argument, else None."""
     f = of_node(e)
     return f.ops[0] if f is not None and f.lowering == "unary" else None
+
+
+def holds(fact: str, parts: tuple[bool, ...], numbers: bool = False) -> bool:
+    """Whether a range fact holds, given whether the property holds of each argument (of each
+    value, for a Piecewise) and, for "numbers", whether the bounds are small numbers."""
+    if fact == "numbers":
+        return numbers
+    return {"yes": True, "no": False, "arg": bool(parts) and parts[0], "all": all(parts),
+            "any": any(parts), "lo": len(parts) > 1 and parts[1]}[fact]

@@ -10,7 +10,7 @@ is reshaped back for ``reduction="none"``.
 
 Common subexpressions become named statements (the user's binding names where a
 rewritten binding survives), so each value is computed once; the generated function's
-own names come from :mod:`losscc.naming`.
+own names come from :mod:`losscc.localnames`.
 
 Each IR node type has a method ``_lower_<TypeName>`` (found along the type's MRO, as
 SymPy's printers dispatch): arithmetic, numbers, logic and elementwise calls here,
@@ -30,7 +30,7 @@ from . import functions, ir
 from .backends import Backend
 from .layout import power, unary_needs_parens
 from .lower_ops import OperatorLowering
-from .naming import Locals, allocate, import_names  # noqa: F401  (import_names: re-exported)
+from .localnames import Locals, allocate, import_names  # noqa: F401  (import_names: re-exported)
 from .operands import ADD, ATOM, CMP, MUL, POW, UNARY, VALUE_OPERANDS, analyse, is_atomic, is_simple
 from .parse import Program, TType
 from .shapes import canonical_shape, plain_shape, span  # noqa: F401  (re-exported for the pipeline)
@@ -275,7 +275,7 @@ class Lowerer(OperatorLowering):
 
     def _lower_Function(self, e) -> tuple[str, int]:
         """An elementwise function of one argument (the call-lowering entry point)."""
-        key = functions.unary_op(e)  # a function that is one operator on its argument
+        key = functions.unary_op(e)  # the operator of the function's registry record
         if key is not None:
             return self.call(key, x=self.value(e.args[0]))
         raise NotImplementedError(f"no lowering for {type(e).__name__}")
@@ -368,13 +368,13 @@ def _is_negative(t) -> bool:
     return False
 
 
+# the variable a node's value is stored in, by node type (the nearest along its MRO)
+_HINTS = {ir.LogSoftmax: "log_probs", ir.Softmax: "probs", ir.LogSumExp: "lse", ir.ReduceSum: "total",
+          ir.ReduceMean: "avg", ir.ReduceMax: "peak", ir.Gather: "picked", ir.OneHot: "onehot",
+          ir.StopGradient: "frozen", sp.exp: "e", sp.log: "lg", ir.softplus: "sp", ir.sigmoid: "sig",
+          sp.Piecewise: "branch", sp.Abs: "magnitude", ir.ArgMax: "top", ir.ArgMin: "bottom",
+          ir.Round: "rounded", ir.Floor: "floored", ir.Ceil: "ceiled", ir.Sign: "signs"}
+
+
 def _hint(e) -> str:
-    table = {ir.LogSoftmax: "log_probs", ir.Softmax: "probs", ir.LogSumExp: "lse", ir.ReduceSum: "total",
-             ir.ReduceMean: "avg", ir.ReduceMax: "peak", ir.Gather: "picked", ir.OneHot: "onehot",
-             ir.StopGradient: "frozen", sp.exp: "e", sp.log: "lg", ir.softplus: "sp", ir.sigmoid: "sig",
-             sp.Piecewise: "branch", sp.Abs: "magnitude", ir.ArgMax: "top", ir.ArgMin: "bottom",
-             ir.Round: "rounded", ir.Floor: "floored", ir.Ceil: "ceiled", ir.Sign: "signs"}
-    for cls, name in table.items():
-        if isinstance(e, cls):
-            return name
-    return "t"
+    return next((_HINTS[cls] for cls in type(e).__mro__ if cls in _HINTS), "t")

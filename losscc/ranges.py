@@ -3,9 +3,8 @@
 :class:`Ranges` answers for one program, memoised per node, so a shared subtree is
 analysed once.  It dispatches on the node's type by method, as SymPy's printers do: the
 facts of a node of class ``K`` come from ``_range_K`` (the first such method along the
-class's MRO), except that a node built by a formula function takes them from that
-function's registry record (:mod:`losscc.functions`, its ``range``), through
-:func:`function_range`.  The analysis is small on purpose: it proves what the guards need
+class's MRO), with the nodes of formula functions handled by :func:`function_range` from
+their registry records and the facts of their arguments.  The analysis is small on purpose: it proves what the guards need
 (``log`` of a positive value, ``exp`` of a bounded one) and answers "not known" otherwise.
 """
 
@@ -15,7 +14,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from . import functions, ir
+from . import functions
 
 BOUND = 50  # |value| at most this is "bounded": exp(value) and value**4 stay finite in float32
 
@@ -36,34 +35,16 @@ def facts(positive: bool = False, nonneg: bool = False, bounded: bool = False) -
 
 NOTHING = Facts()
 
-def _holds(mode: str, prop: str, e, of) -> bool:
-    """Whether property `prop` of node `e` holds under its record's `mode` (functions.FACTS)."""
-    if mode == "yes":
-        return True
-    if mode == "arg":
-        return getattr(of(e.args[0]), prop)
-    if mode == "all":
-        return all(getattr(of(a), prop) for a in e.args)
-    if mode == "any":
-        return any(getattr(of(a), prop) for a in e.args)
-    if mode == "lo":
-        return getattr(of(e.args[1]), prop)
-    if mode == "branches":
-        return all(getattr(of(p.expr), prop) for p in e.args)
-    if mode == "numbers":
-        return all(b.is_Number and abs(float(b)) <= BOUND for b in e.args[1:])
-    return False  # "no"
-
-
-def function_range(e, of) -> Facts | None:
-    """The facts of node `e` built by a formula function, from its registry record's range
-    modes and `of` (the facts of an argument); None when no record gives `e` its facts.
-    The one place that knows what a function's value is."""
-    record = functions.of_node(e)
+def function_range(f: type, args: tuple[Facts, ...], e: sp.Basic | None = None) -> Facts:
+    """The facts of a call ``f(*args)`` to a formula function, from the range facts of its
+    registry record (``losscc.functions``) and the facts of its arguments (of its values, for
+    a Piecewise); `e`, the call itself, tells whether clip's bounds are small numbers."""
+    record = functions.BY_NODE.get(f)
     if record is None or record.range is None:
-        return None
-    modes = record.range
-    return facts(*(_holds(getattr(modes, prop), prop, e, of) for prop in ("positive", "nonneg", "bounded")))
+        return NOTHING
+    numbers = e is not None and all(b.is_Number and abs(float(b)) <= BOUND for b in e.args[1:])
+    return facts(*(functions.holds(getattr(record.range, k), tuple(getattr(a, k) for a in args), numbers)
+                   for k in ("positive", "nonneg", "bounded")))
 
 
 def _symbol_facts(spec) -> dict[str, Facts]:
@@ -97,9 +78,7 @@ class Ranges:
     def of(self, e: sp.Basic) -> Facts:
         got = self._memo.get(e)
         if got is None:
-            got = function_range(e, self.of)
-            if got is None:
-                got = getattr(self, self._method(type(e)))(e)
+            got = getattr(self, self._method(type(e)))(e)
             self._memo[e] = got
         return got
 
@@ -157,10 +136,13 @@ class Ranges:
 
     # ---------------------------------------------------------------- tensor operators
 
-    def _range_Function(self, e):  # a function without a registry record
-        return NOTHING
+    def _range_Function(self, e):  # a formula function's node (calls, reductions, selections)
+        parts = [p.expr for p in e.args] if isinstance(e, sp.Piecewise) else e.args
+        return function_range(type(e), tuple(self.of(a) for a in parts), e)
 
-    def _range_Gather(self, e):  # a gathered entry is one of the source's
+    _range_MinMaxBase = _range_Function  # max, min
+
+    def _range_Gather(self, e):
         return self.of(e.args[0])
 
     # ---------------------------------------------------------------- selections
@@ -195,5 +177,9 @@ def is_positive(e, prog) -> bool:
 
 
 def is_nonneg(e, prog) -> bool:
-    """True when e >= 0 for every input allowed by the declared domains."""
     return Ranges(prog).nonneg(e)
+
+
+def is_bounded(e, prog) -> bool:
+    """True when |e| <= BOUND for every input the declared domains allow."""
+    return Ranges(prog).bounded(e)

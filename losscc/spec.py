@@ -7,7 +7,7 @@ file are collected and raised together as a :class:`~losscc.errors.SpecError`.
 The formula text is *not* interpreted here; :mod:`losscc.parse` does that.
 
 This module is the loader and the stage's interface; the parts live by concept:
-the model (:mod:`losscc.specmodel`), name rules (:mod:`losscc.names`), value readers
+the model (:mod:`losscc.specmodel`), name rules (:mod:`losscc.specnames`), value readers
 (:mod:`losscc.specread`) and one module a group of sections: params, inputs and
 learnables (:mod:`losscc.specinputs`); formula, reductions and guards
 (:mod:`losscc.specformula`); cases and references (:mod:`losscc.speccases`).
@@ -21,8 +21,8 @@ from pathlib import Path
 from . import limits
 from .errors import Collector, Diagnostic, Location, SpecError
 from .files import read_bounded
-from .names import (AXIS, FUNCTION_NAMES, IDENT, RESERVED, check_attribute, check_identifier, class_attributes,
-                    framework_names)
+from .specnames import (AXIS, FUNCTION_NAMES, IDENT, RESERVED, check_attribute, check_identifier,
+                        class_attributes, framework_names)
 from .speccases import CASE_FIELDS, REFERENCE_FIELDS, check_cases, read_cases, read_references
 from .specformula import (BUILTIN_REDUCTIONS, GUARD_FIELDS, REDUCTION_FIELDS, read_bindings, read_default_reduction,
                           read_guards, read_reductions)

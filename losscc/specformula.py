@@ -11,7 +11,7 @@ import re
 
 from . import limits
 from .errors import Location, did_you_mean
-from .names import check_identifier
+from .specnames import check_identifier
 from .specmodel import Binding, ReductionDef
 from .specread import Namespace, Reader
 from .yamlread import Node, clip

@@ -13,7 +13,7 @@ from functools import partial
 
 from . import limits
 from .errors import Location, did_you_mean
-from .names import AXIS
+from .specnames import AXIS
 from .specmodel import REAL, Domain, Input, Learnable, Param
 from .specread import Namespace, Reader, kind_of
 from .yamlread import FLOAT, Node, clip

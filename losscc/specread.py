@@ -13,7 +13,7 @@ from typing import Any, Callable, TypeVar
 
 from . import limits
 from .errors import Collector, did_you_mean
-from .names import check_attribute, check_identifier
+from .specnames import check_attribute, check_identifier
 from .yamlread import Node, clip
 
 _T = TypeVar("_T")

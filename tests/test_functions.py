@@ -9,7 +9,7 @@ import mpmath
 import pytest
 import sympy as sp
 
-from losscc import functions, fundocs
+from losscc import functions, fundocs, ranges
 from losscc import spec as spec_module
 from losscc.backends import all_backends, get
 from losscc.calls import CallRules
@@ -17,6 +17,7 @@ from losscc.emit import compile_spec
 from losscc.formula import FormulaPrinter, formula_text
 from losscc.functions import FACTS, FUNCTIONS, LOWERINGS, METHOD, PRINTERS, RULES, Range
 from losscc.parse import build_program
+from losscc.ranges import Ranges
 from losscc.refeval import Evaluator
 from losscc.spec import load_spec
 
@@ -158,7 +159,8 @@ def test_registry_drives_each_stage_for_erf():
     erfs = [e for e in sp.preorder_traversal(prog.loss) if isinstance(e, sp.erf)]
     assert erfs
     assert "erf(" in formula_text(prog.loss)
-    assert functions.of_node(erfs[0]).range.bounded == "yes"
+    assert Ranges(prog).bounded(erfs[0])
+    assert ranges.function_range(sp.erf, (ranges.NOTHING,)) == ranges.facts(bounded=True)
     for b in all_backends():
         code = compile_spec(spec, b)
         assert b.ops["erf"].format(x="").split("(")[0] + "(" in code

@@ -21,11 +21,17 @@ framework:
 
 Adding a backend ``foo``:
 
-1. write ``losscc/backends/foo.py`` with ``BACKEND = Backend(name="foo", ...)`` and its
-   runner class (the existing backends are the model);
-2. write ``templates/foo/module.py.j2`` (``{% extends "_module.py.j2" %}`` and the
-   class block);
-3. add the framework to the ``frameworks`` extra in ``pyproject.toml``.
+1. write ``losscc/backends/foo.py`` with ``BACKEND = Backend(name="foo", ...)``: its
+   imports, a spelling for every required key of :mod:`losscc.backends.operators` that
+   the base table there does not serve (building the value checks the table), and its
+   runner class with ``run`` (a generated module's values and gradients, eager and
+   compiled), ``tensor`` and ``gradient`` (the existing backends are the model);
+2. write ``templates/foo/module.py.j2``: ``{% extends "_module.py.j2" %}`` and the
+   blocks of the class (``class_base``, ``class_doc``, ``learnable``, and where the
+   defaults do not serve ``super_init`` and ``call_method``; or the whole ``class``);
+3. add the framework to the ``frameworks`` extra in ``pyproject.toml``, and run
+   ``tests/test_operators.py`` (every operator's convention at ties, in the new backend)
+   and ``losscc verify``.
 
 Nothing else names a backend: the CLI's ``--backend`` choices, the project
 configuration, ``verify``'s backend list, the reserved names and the tests'

@@ -39,12 +39,9 @@ _BUILTINS_OK = frozenset({"input", "format", "filter", "map", "id", "hash", "ite
 
 @functools.lru_cache(maxsize=None)
 def framework_names() -> frozenset[str]:
-    """What any backend's generated module imports (``ops``, ``nn``, ``F``, ...):
-    an input or parameter of that name would hide the framework from the function's body."""
-    from .backends import all_backends
-    from .lower import import_names
-
-    return frozenset().union(*(import_names(b) for b in all_backends()))
+    """What any backend's generated module imports (``ops``, ``nn``, ``F``, ...): an input or
+    parameter of that name would hide the framework from the function's body."""
+    return reserved_names()
 
 
 @functools.lru_cache(maxsize=None)
