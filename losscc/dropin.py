@@ -100,15 +100,18 @@ def parse(r, node, spec_name: str, inputs: list, params: list, learnable: list, 
             if not isinstance(m, dict) or not all(isinstance(v, str) for v in m.values()):
                 r.err(fields["aliases"], "E112", f"{where}.aliases: expected a mapping of names")
                 m = {}
+            from .specnames import check_identifier
+
             seen = set(taken) | {IGNORED}
             for arg, alias in m.items():
                 at = fields["aliases"].value[arg]
                 if arg not in in_names + p_names:
                     r.err(at, "E128", f"{where}.aliases: '{arg}' is not an input or a parameter",
                           did_you_mean(arg, in_names + p_names))
-                elif not _IDENT.match(alias) or keyword.iskeyword(alias) or alias in seen or len(alias) > 40:
+                elif (not _IDENT.match(alias) or keyword.iskeyword(alias) or alias in seen or len(alias) > 40
+                      or check_identifier(alias)):
                     r.err(at, "E128", f"{where}.aliases: '{alias}' cannot name {arg} "
-                          "(not an identifier, or the name of another argument)")
+                          "(not an identifier a spec may use, or the name of another argument)")
                 else:
                     seen.add(alias)
                     aliases.append((arg, alias))

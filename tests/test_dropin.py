@@ -377,3 +377,14 @@ def test_kl_div_takes_a_0d_input(backend):
 
         fn = paddle.jit.to_static(m.KLDivLoss("batchmean"), full_graph=True)
     assert close(fw.numpy(fn(fw.tensor(x), fw.tensor(t))), want)
+
+
+def test_an_alias_cannot_hide_the_framework():
+    from losscc.errors import SpecError
+    from losscc.spec import spec_from_text
+
+    text = "name: t\nsummary: s\ninputs:\n  x: {dtype: float, shape: [N]}\n  y: {dtype: float, shape: [N]}\n" \
+           "formula: loss = (x - y)**2\ndropin:\n  paddle: {aliases: {y: paddle}}\n"
+    with pytest.raises(SpecError) as exc:
+        spec_from_text(text, "t.yaml")
+    assert [d.code for d in exc.value.diagnostics] == ["E128"]
