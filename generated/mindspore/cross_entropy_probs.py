@@ -50,6 +50,64 @@ def _check(label_smoothing, reduction):
         )
 
 
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+_INTS = (ms.int32, ms.int64)
+
+
+def _check_inputs(input, target, weight):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise TypeError(
+            "cross_entropy_probs: input must be a float tensor; received: "
+            + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "cross_entropy_probs: input must be a float tensor; received: "
+            + f"{input.dtype}"
+        )
+    if len(input.shape) < 2:
+        raise ValueError(
+            "cross_entropy_probs: input must be of shape [N, C, *D]; received: "
+            + f"rank {len(input.shape)}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise TypeError(
+            "cross_entropy_probs: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS:
+        raise ValueError(
+            "cross_entropy_probs: target must be a float tensor; received: "
+            + f"{target.dtype}"
+        )
+    if len(target.shape) < 2:
+        raise ValueError(
+            "cross_entropy_probs: target must be of shape [N, C, *D]; received: "
+            + f"rank {len(target.shape)}"
+        )
+    if len(target.shape) != len(input.shape):
+        raise ValueError(
+            "cross_entropy_probs: target must be of the rank of input; received: "
+            + f"ranks {len(target.shape)} and {len(input.shape)}"
+        )
+    if isinstance(weight, (list, tuple, int, float)):
+        raise TypeError(
+            "cross_entropy_probs: weight must be a float tensor; received: "
+            + f"{type(weight).__name__}"
+        )
+    if weight is not None and weight.dtype not in _FLOATS:
+        raise ValueError(
+            "cross_entropy_probs: weight must be a float tensor; received: "
+            + f"{weight.dtype}"
+        )
+    if weight is not None and len(weight.shape) != 1:
+        raise ValueError(
+            "cross_entropy_probs: weight must be of shape [C]; received: "
+            + f"rank {len(weight.shape)}"
+        )
+
+
 def cross_entropy_probs(
     input, target, weight=None, *, label_smoothing=0.0, reduction="mean"
 ):
@@ -68,6 +126,7 @@ def cross_entropy_probs(
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(label_smoothing, reduction)
+    _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
@@ -124,7 +183,7 @@ class CrossEntropyProbs(nn.LossBase):
         return cross_entropy_probs(
             input,
             target,
-            weight,
+            weight=weight,
             label_smoothing=self.label_smoothing,
             reduction=self.reduction,
         )

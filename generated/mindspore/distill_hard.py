@@ -38,6 +38,44 @@ def _check(reduction):
         )
 
 
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+_INTS = (ms.int32, ms.int64)
+
+
+def _check_inputs(student, teacher):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(student, (list, tuple, int, float)):
+        raise TypeError(
+            "distill_hard: student must be a float tensor; received: "
+            + f"{type(student).__name__}"
+        )
+    if student.dtype not in _FLOATS:
+        raise ValueError(
+            "distill_hard: student must be a float tensor; received: "
+            + f"{student.dtype}"
+        )
+    if len(student.shape) != 2:
+        raise ValueError(
+            "distill_hard: student must be of shape [N, C]; received: "
+            + f"rank {len(student.shape)}"
+        )
+    if isinstance(teacher, (list, tuple, int, float)):
+        raise TypeError(
+            "distill_hard: teacher must be a float tensor; received: "
+            + f"{type(teacher).__name__}"
+        )
+    if teacher.dtype not in _FLOATS:
+        raise ValueError(
+            "distill_hard: teacher must be a float tensor; received: "
+            + f"{teacher.dtype}"
+        )
+    if len(teacher.shape) != 2:
+        raise ValueError(
+            "distill_hard: teacher must be of shape [N, C]; received: "
+            + f"rank {len(teacher.shape)}"
+        )
+
+
 def distill_hard(student, teacher, *, reduction="mean"):
     """Cross-entropy of the student against the teacher's argmax (hard pseudo-labels).
 
@@ -50,6 +88,7 @@ def distill_hard(student, teacher, *, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    _check_inputs(student, teacher)
     in_dtype = student.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype

@@ -41,6 +41,46 @@ def _check(reduction):
         )
 
 
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+_INTS = (ms.int32, ms.int64)
+
+
+def _check_inputs(input, target, weight):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise TypeError(
+            "log_cosh: input must be a float tensor; received: "
+            + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "log_cosh: input must be a float tensor; received: " + f"{input.dtype}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise TypeError(
+            "log_cosh: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS:
+        raise ValueError(
+            "log_cosh: target must be a float tensor; received: " + f"{target.dtype}"
+        )
+    if len(target.shape) != len(input.shape):
+        raise ValueError(
+            "log_cosh: target must be of the rank of input; received: "
+            + f"ranks {len(target.shape)} and {len(input.shape)}"
+        )
+    if isinstance(weight, (list, tuple, int, float)):
+        raise TypeError(
+            "log_cosh: weight must be a float tensor; received: "
+            + f"{type(weight).__name__}"
+        )
+    if weight is not None and weight.dtype not in _FLOATS:
+        raise ValueError(
+            "log_cosh: weight must be a float tensor; received: " + f"{weight.dtype}"
+        )
+
+
 def _softplus(x):
     """log(1 + exp(x)) without overflow; gradient sigmoid(x), also at x = 0."""
     if x.dtype == ms.float32:
@@ -90,6 +130,7 @@ def log_cosh(input, target, weight=None, *, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
@@ -150,4 +191,4 @@ class LogCosh(nn.LossBase):
         self.reduction = reduction
 
     def construct(self, input, target, weight=None):
-        return log_cosh(input, target, weight, reduction=self.reduction)
+        return log_cosh(input, target, weight=weight, reduction=self.reduction)
