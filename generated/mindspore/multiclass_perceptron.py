@@ -33,6 +33,39 @@ def _check(reduction):
         )
 
 
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+_INTS = (ms.int32, ms.int64)
+
+
+def _check_inputs(scores, labels):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(scores, (list, tuple, int, float)):
+        raise TypeError(
+            "multiclass_perceptron: scores must be a float tensor; received: "
+            + f"{type(scores).__name__}"
+        )
+    if scores.dtype not in _FLOATS:
+        raise ValueError(
+            "multiclass_perceptron: scores must be a float tensor; received: "
+            + f"{scores.dtype}"
+        )
+    if len(scores.shape) < 1:
+        raise ValueError(
+            "multiclass_perceptron: scores must be of shape [*B, C]; received: "
+            + f"rank {len(scores.shape)}"
+        )
+    if isinstance(labels, (list, tuple, int, float)):
+        raise TypeError(
+            "multiclass_perceptron: labels must be an int tensor; received: "
+            + f"{type(labels).__name__}"
+        )
+    if labels.dtype not in _INTS:
+        raise ValueError(
+            "multiclass_perceptron: labels must be an int32 or int64 tensor; received: "
+            + f"{labels.dtype}"
+        )
+
+
 def multiclass_perceptron(scores, labels, *, reduction="mean"):
     """Multiclass perceptron loss on integer labels, as optax.losses.multiclass_perceptron_loss.
 
@@ -45,6 +78,7 @@ def multiclass_perceptron(scores, labels, *, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    _check_inputs(scores, labels)
     in_dtype = scores.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype

@@ -45,6 +45,47 @@ def _check(epsilon, reduction):
         )
 
 
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+_INTS = (ms.int32, ms.int64)
+
+
+def _check_inputs(logits, labels):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(logits, (list, tuple, int, float)):
+        raise TypeError(
+            "poly_loss: logits must be a float tensor; received: "
+            + f"{type(logits).__name__}"
+        )
+    if logits.dtype not in _FLOATS:
+        raise ValueError(
+            "poly_loss: logits must be a float tensor; received: " + f"{logits.dtype}"
+        )
+    if len(logits.shape) < 1:
+        raise ValueError(
+            "poly_loss: logits must be of shape [*B, C]; received: "
+            + f"rank {len(logits.shape)}"
+        )
+    if isinstance(labels, (list, tuple, int, float)):
+        raise TypeError(
+            "poly_loss: labels must be a float tensor; received: "
+            + f"{type(labels).__name__}"
+        )
+    if labels.dtype not in _FLOATS:
+        raise ValueError(
+            "poly_loss: labels must be a float tensor; received: " + f"{labels.dtype}"
+        )
+    if len(labels.shape) < 1:
+        raise ValueError(
+            "poly_loss: labels must be of shape [*B, C]; received: "
+            + f"rank {len(labels.shape)}"
+        )
+    if len(labels.shape) != len(logits.shape):
+        raise ValueError(
+            "poly_loss: labels must be of the rank of logits; received: "
+            + f"ranks {len(labels.shape)} and {len(logits.shape)}"
+        )
+
+
 def _expm1(x):
     """exp(x) - 1, accurate near 0 in float64: (exp(x) - 1) * x / log(exp(x)), and x where
     exp(x) rounds to 1 (the CPU kernel loses x below about 1e-8)."""
@@ -73,6 +114,7 @@ def poly_loss(logits, labels, *, epsilon=2.0, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(epsilon, reduction)
+    _check_inputs(logits, labels)
     in_dtype = logits.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype

@@ -76,6 +76,44 @@ def _check(smooth, alpha, beta, reduction):
         )
 
 
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+_INTS = (ms.int32, ms.int64)
+
+
+def _check_inputs(logits, targets):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(logits, (list, tuple, int, float)):
+        raise TypeError(
+            "softmax_dice: logits must be a float tensor; received: "
+            + f"{type(logits).__name__}"
+        )
+    if logits.dtype not in _FLOATS:
+        raise ValueError(
+            "softmax_dice: logits must be a float tensor; received: "
+            + f"{logits.dtype}"
+        )
+    if len(logits.shape) != 3:
+        raise ValueError(
+            "softmax_dice: logits must be of shape [N, P, C]; received: "
+            + f"rank {len(logits.shape)}"
+        )
+    if isinstance(targets, (list, tuple, int, float)):
+        raise TypeError(
+            "softmax_dice: targets must be a float tensor; received: "
+            + f"{type(targets).__name__}"
+        )
+    if targets.dtype not in _FLOATS + _INTS:
+        raise ValueError(
+            "softmax_dice: targets must be a float, int32 or int64 tensor; received: "
+            + f"{targets.dtype}"
+        )
+    if len(targets.shape) != 3:
+        raise ValueError(
+            "softmax_dice: targets must be of shape [N, P, C]; received: "
+            + f"rank {len(targets.shape)}"
+        )
+
+
 def softmax_dice(logits, targets, *, smooth=1.0, alpha=0.5, beta=0.5, reduction="mean"):
     """Multi-class soft Dice (Tversky-weighted) loss on logits, one value per sample, as optax.losses.dice_loss.
 
@@ -91,6 +129,9 @@ def softmax_dice(logits, targets, *, smooth=1.0, alpha=0.5, beta=0.5, reduction=
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(smooth, alpha, beta, reduction)
+    _check_inputs(logits, targets)
+    if targets.dtype in _INTS:
+        targets = ops.cast(targets, logits.dtype)
     in_dtype = logits.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype

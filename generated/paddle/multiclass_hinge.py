@@ -35,6 +35,39 @@ def _check(reduction):
         )
 
 
+_FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+_INTS = (paddle.int32, paddle.int64)
+
+
+def _check_inputs(scores, labels):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(scores, (list, tuple, int, float)):
+        raise TypeError(
+            "multiclass_hinge: scores must be a float tensor; received: "
+            + f"{type(scores).__name__}"
+        )
+    if scores.dtype not in _FLOATS:
+        raise ValueError(
+            "multiclass_hinge: scores must be a float tensor; received: "
+            + f"{scores.dtype}"
+        )
+    if len(scores.shape) < 1:
+        raise ValueError(
+            "multiclass_hinge: scores must be of shape [*B, C]; received: "
+            + f"rank {len(scores.shape)}"
+        )
+    if isinstance(labels, (list, tuple, int, float)):
+        raise TypeError(
+            "multiclass_hinge: labels must be an int tensor; received: "
+            + f"{type(labels).__name__}"
+        )
+    if labels.dtype not in _INTS:
+        raise ValueError(
+            "multiclass_hinge: labels must be an int32 or int64 tensor; received: "
+            + f"{labels.dtype}"
+        )
+
+
 def _shape(x):
     """x's shape as a tuple, with sizes unknown until run time read as tensors.
 
@@ -60,6 +93,7 @@ def multiclass_hinge(scores, labels, *, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    _check_inputs(scores, labels)
     in_dtype = scores.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype

@@ -76,6 +76,44 @@ def _check(smooth, alpha, beta, reduction):
         )
 
 
+_FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+_INTS = (paddle.int32, paddle.int64)
+
+
+def _check_inputs(logits, targets):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(logits, (list, tuple, int, float)):
+        raise TypeError(
+            "softmax_dice: logits must be a float tensor; received: "
+            + f"{type(logits).__name__}"
+        )
+    if logits.dtype not in _FLOATS:
+        raise ValueError(
+            "softmax_dice: logits must be a float tensor; received: "
+            + f"{logits.dtype}"
+        )
+    if len(logits.shape) != 3:
+        raise ValueError(
+            "softmax_dice: logits must be of shape [N, P, C]; received: "
+            + f"rank {len(logits.shape)}"
+        )
+    if isinstance(targets, (list, tuple, int, float)):
+        raise TypeError(
+            "softmax_dice: targets must be a float tensor; received: "
+            + f"{type(targets).__name__}"
+        )
+    if targets.dtype not in _FLOATS + _INTS:
+        raise ValueError(
+            "softmax_dice: targets must be a float, int32 or int64 tensor; received: "
+            + f"{targets.dtype}"
+        )
+    if len(targets.shape) != 3:
+        raise ValueError(
+            "softmax_dice: targets must be of shape [N, P, C]; received: "
+            + f"rank {len(targets.shape)}"
+        )
+
+
 def _logsumexp(x, axis):
     """log(sum(exp(x), axis)), keeping the axis; exact for logits of any size.
 
@@ -114,6 +152,9 @@ def softmax_dice(logits, targets, *, smooth=1.0, alpha=0.5, beta=0.5, reduction=
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(smooth, alpha, beta, reduction)
+    _check_inputs(logits, targets)
+    if targets.dtype in _INTS:
+        targets = paddle.cast(targets, logits.dtype)
     in_dtype = logits.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype

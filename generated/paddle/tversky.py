@@ -61,6 +61,42 @@ def _check(alpha, beta, reduction):
         )
 
 
+_FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+_INTS = (paddle.int32, paddle.int64)
+
+
+def _check_inputs(input, target):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise TypeError(
+            "tversky: input must be a float tensor; received: "
+            + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "tversky: input must be a float tensor; received: " + f"{input.dtype}"
+        )
+    if len(input.shape) != 2:
+        raise ValueError(
+            "tversky: input must be of shape [N, P]; received: "
+            + f"rank {len(input.shape)}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise TypeError(
+            "tversky: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS:
+        raise ValueError(
+            "tversky: target must be a float tensor; received: " + f"{target.dtype}"
+        )
+    if len(target.shape) != 2:
+        raise ValueError(
+            "tversky: target must be of shape [N, P]; received: "
+            + f"rank {len(target.shape)}"
+        )
+
+
 def _shape(x):
     """x's shape as a tuple, with sizes unknown until run time read as tensors.
 
@@ -91,6 +127,7 @@ def tversky(input, target, *, alpha=0.5, beta=0.5, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(alpha, beta, reduction)
+    _check_inputs(input, target)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
