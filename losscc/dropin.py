@@ -193,8 +193,9 @@ def signature(spec, backend: str) -> list[str]:
     sig = [n if n in required and n not in late else _default(spec, n) for n in d.function]
     rest = [i.name for i in spec.inputs if i.optional] + [p.name for p in spec.params] + ["reduction"]
     rest = [n for n in rest if n not in d.function]
-    # the rest follow by position too: Paddle 3.3's to_static turns a keyword-only parameter
-    # that the body reassigns (an input cast to float32) into an undefined placeholder
+    # the rest follow by position too: one framework's static-graph tracer turns a keyword-only
+    # parameter that the body reassigns (an input cast to float32) into an undefined placeholder
+    # (docs/spec.md, "Drop-in use")
     sig += [_default(spec, n) for n in rest]
     kw = [f"{alias}=None" for _, alias in d.aliases]
     return sig + (["*"] + kw if kw else [])
@@ -316,7 +317,7 @@ def _input_checks(spec, lead: str | None) -> list[str]:
     for inp in spec.inputs:
         n = inp.name
         scalar = getattr(inp, "scalar", False)
-        pad = ""   # one flat `if` per check (Paddle's to_static mishandles a check nested in `if x is not None`)
+        pad = ""   # one flat `if` per check (a static-graph tracer mishandles one nested in `if x is not None`)
         given = f"{n} is not None and " if inp.optional else ""
         kind = "a float" if inp.dtype == "float" else "an int"
         numbers = "(list, tuple)" if scalar else "(list, tuple, int, float)"

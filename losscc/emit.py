@@ -245,10 +245,11 @@ def render_tree(specs: list[Spec], backends: tuple[Backend, ...] | None = None,
             problems.append(internal_error(spec, exc))
     if problems:
         raise SpecError(problems)
+    names = package if package is not None else [spec.name for spec in specs]
     for backend in backends:
-        modules = [(name, backend.exports({"function": name, "class": class_name(name)}))
-                   for name in (package if package is not None else [spec.name for spec in specs])]
-        files[f"{backend.name}/__init__.py"] = render_init(backend.name, modules)
+        modules = [(name, backend.exports({"function": name, "class": class_name(name)})) for name in names]
+        losses = [(name, class_name(name)) for name, exported in modules if class_name(name) in exported]
+        files[f"{backend.name}/__init__.py"] = render_init(backend.name, modules, losses)
     return files
 
 
