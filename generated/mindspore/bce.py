@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: e0129b1b4dc826d83bd5bc79515cd4a0201f37f64d02690f07406f887e18cfdd
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""Bce: Binary cross-entropy on probabilities, as torch.nn.functional.binary_cross_entropy.
+"""Bce: Binary cross-entropy on probabilities, as
+torch.nn.functional.binary_cross_entropy.
 
 -weight * (y * log(p) + (1 - y) * log(1 - p)) with each log clamped at -100, as in
 PyTorch. Its gradient is PyTorch's too: weight * (p - y) / max(p * (1 - p), 1e-12)
@@ -98,7 +99,8 @@ def _log1p(x):
 
 
 def bce(input, target, weight=None, reduction="mean"):
-    """Binary cross-entropy on probabilities, as torch.nn.functional.binary_cross_entropy.
+    """Binary cross-entropy on probabilities, as
+    torch.nn.functional.binary_cross_entropy.
 
     Args:
         input: float tensor of shape [*S], values in [0, 1]. Probabilities.
@@ -158,7 +160,8 @@ def bce(input, target, weight=None, reduction="mean"):
 
 
 class Bce(nn.LossBase):
-    """Binary cross-entropy on probabilities, as torch.nn.functional.binary_cross_entropy.
+    """Binary cross-entropy on probabilities, as
+    torch.nn.functional.binary_cross_entropy.
 
     Calls :func:`bce` with the hyperparameters fixed at construction;
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.

@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: ff079e673ebd7bd88614b62016d391f3e0265d04da616f0de8198c5068d7ebb6
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""BceWithLogits: Binary cross-entropy on logits, as torch.nn.functional.binary_cross_entropy_with_logits.
+"""BceWithLogits: Binary cross-entropy on logits, as
+torch.nn.functional.binary_cross_entropy_with_logits.
 
 Written with log(sigmoid(x)) and log(1 - sigmoid(x)); losscc computes both with
 softplus, so the loss is finite for any logit. weight broadcasts against the input,
@@ -115,7 +116,8 @@ def _softplus(x):
 
 
 def bce_with_logits(input, target, weight=None, pos_weight=None, reduction="mean"):
-    """Binary cross-entropy on logits, as torch.nn.functional.binary_cross_entropy_with_logits.
+    """Binary cross-entropy on logits, as
+    torch.nn.functional.binary_cross_entropy_with_logits.
 
     Args:
         input: float tensor of shape [*B, C]. Logits.
@@ -174,7 +176,8 @@ def bce_with_logits(input, target, weight=None, pos_weight=None, reduction="mean
 
 
 class BceWithLogits(nn.LossBase):
-    """Binary cross-entropy on logits, as torch.nn.functional.binary_cross_entropy_with_logits.
+    """Binary cross-entropy on logits, as
+    torch.nn.functional.binary_cross_entropy_with_logits.
 
     Calls :func:`bce_with_logits` with the hyperparameters fixed at construction;
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.

@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: 3c81d45b1e74f427147901497b65cf3a95c5eecece0071cacf9724a7d7ed7e66
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""BinaryHinge: Binary hinge loss per element for targets -1 or 1, as optax.losses.hinge_loss.
+"""BinaryHinge: Binary hinge loss per element for targets -1 or 1, as
+optax.losses.hinge_loss.
 
 max(0, 1 - input * target) per element (no average over an axis, unlike hinge); 'mean'
 divides by the number of elements.

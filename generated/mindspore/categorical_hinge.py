@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: 4930e6984b0f25abd51301b7e06008c1575539e6959a905cf6406574210eedfa
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""CategoricalHinge: Categorical (Crammer-Singer style) hinge loss on one-hot targets, as keras.losses.CategoricalHinge.
+"""CategoricalHinge: Categorical (Crammer-Singer style) hinge loss on one-hot targets,
+as keras.losses.CategoricalHinge.
 
 max(neg - pos + 1, 0) with pos = sum(target * input) and neg = max((1 - target) * input)
 over the class axis (the last), one value per sample.
@@ -79,7 +80,8 @@ def _check_inputs(input, target):
 
 
 def categorical_hinge(input, target, *, reduction="mean"):
-    """Categorical (Crammer-Singer style) hinge loss on one-hot targets, as keras.losses.CategoricalHinge.
+    """Categorical (Crammer-Singer style) hinge loss on one-hot targets, as
+    keras.losses.CategoricalHinge.
 
     Args:
         input: float tensor of shape [*B, C]. Scores.
@@ -112,7 +114,8 @@ def categorical_hinge(input, target, *, reduction="mean"):
 
 
 class CategoricalHinge(nn.LossBase):
-    """Categorical (Crammer-Singer style) hinge loss on one-hot targets, as keras.losses.CategoricalHinge.
+    """Categorical (Crammer-Singer style) hinge loss on one-hot targets, as
+    keras.losses.CategoricalHinge.
 
     Calls :func:`categorical_hinge` with the hyperparameters fixed at construction;
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.

@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: c8ad20603357fdbf1763fd2479ced026ab428b61b3430f176de5991359b67c56
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""CosineDistance: Cosine distance 1 - cos over the last axis, as optax.losses.cosine_distance.
+"""CosineDistance: Cosine distance 1 - cos over the last axis, as
+optax.losses.cosine_distance.
 
 1 - sum(p * t) / (sqrt(max(|p|^2, epsilon)) * sqrt(max(|t|^2, epsilon))) over the last
 axis (epsilon 0 by default). One value per example. optax's docstring calls epsilon the

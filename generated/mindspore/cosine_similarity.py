@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: 7d9b5a29fe63129e6a66d06a682b94fab90e99161b9a62ca2c84a1f3c0ca6009
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""CosineSimilarity: Negative cosine similarity over the last axis, as keras.losses.CosineSimilarity.
+"""CosineSimilarity: Negative cosine similarity over the last axis, as
+keras.losses.CosineSimilarity.
 
 -sum(normalize(target) * normalize(input)) over the last axis, with normalize(x) = x /
 max(norm(x), 1e-7) (keras.ops.normalize with Keras's epsilon), so a zero vector gives 0;

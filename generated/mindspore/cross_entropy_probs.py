@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: dbaf20bce0fe37ce381ce91d2ec0b3d1ea209286e147bf2be59bd02b0bda5a9c
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""CrossEntropyProbs: Cross-entropy of logits and probability targets, as torch.nn.functional.cross_entropy.
+"""CrossEntropyProbs: Cross-entropy of logits and probability targets, as
+torch.nn.functional.cross_entropy.
 
 -sum(w * q' * log_softmax(input)) over the class axis (axis 1), with q' = (1 - s) * q +
 s / C for label smoothing s; 'mean' divides by the number of positions (not by the
@@ -111,7 +112,8 @@ def _check_inputs(input, target, weight):
 def cross_entropy_probs(
     input, target, weight=None, *, label_smoothing=0.0, reduction="mean"
 ):
-    """Cross-entropy of logits and probability targets, as torch.nn.functional.cross_entropy.
+    """Cross-entropy of logits and probability targets, as
+    torch.nn.functional.cross_entropy.
 
     Args:
         input: float tensor of shape [N, C, *D]. Logits.
@@ -167,7 +169,8 @@ def cross_entropy_probs(
 
 
 class CrossEntropyProbs(nn.LossBase):
-    """Cross-entropy of logits and probability targets, as torch.nn.functional.cross_entropy.
+    """Cross-entropy of logits and probability targets, as
+    torch.nn.functional.cross_entropy.
 
     Calls :func:`cross_entropy_probs` with the hyperparameters fixed at construction;
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.

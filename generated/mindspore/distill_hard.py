@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: b228c13342e51f4e3eacc31c18980d0ab9e6cc4f996109bf40ee84c614bbb30b
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""DistillHard: Cross-entropy of the student against the teacher's argmax (hard pseudo-labels).
+"""DistillHard: Cross-entropy of the student against the teacher's argmax (hard
+pseudo-labels).
 
 Hard-label knowledge distillation: the teacher's most likely class, argmax over the
 class axis (the first one at ties, as in both frameworks), is the label of the student's

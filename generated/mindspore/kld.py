@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: 5d93a96efc3d0654fd046d94d234618865fc70a4beb2e60fcfba07b20006c207
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""Kld: Kullback-Leibler divergence of probability tensors, as keras.losses.KLDivergence.
+"""Kld: Kullback-Leibler divergence of probability tensors, as
+keras.losses.KLDivergence.
 
 sum(t * log(t / q)) over the last axis with t = clip(target, 1e-7, 1) and q =
 clip(input, 1e-7, 1), one value per sample. Unlike kl_div, input holds probabilities,

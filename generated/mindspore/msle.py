@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: 30cb16212c082116d9c855270719c66ffd966efffc22411cf8491824f7a06fd3
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""Msle: Mean squared logarithmic error over the last axis, as keras.losses.MeanSquaredLogarithmicError.
+"""Msle: Mean squared logarithmic error over the last axis, as
+keras.losses.MeanSquaredLogarithmicError.
 
 mean((log(max(input, 1e-7) + 1) - log(max(target, 1e-7) + 1))**2) over the last axis,
 one value per sample: values at or below 0 are replaced by Keras's epsilon 1e-7. The
@@ -90,7 +91,8 @@ def _log1p(x):
 
 
 def msle(input, target, *, reduction="mean"):
-    """Mean squared logarithmic error over the last axis, as keras.losses.MeanSquaredLogarithmicError.
+    """Mean squared logarithmic error over the last axis, as
+    keras.losses.MeanSquaredLogarithmicError.
 
     Args:
         input: float tensor of shape [*B, D]. Predictions.
@@ -122,7 +124,8 @@ def msle(input, target, *, reduction="mean"):
 
 
 class Msle(nn.LossBase):
-    """Mean squared logarithmic error over the last axis, as keras.losses.MeanSquaredLogarithmicError.
+    """Mean squared logarithmic error over the last axis, as
+    keras.losses.MeanSquaredLogarithmicError.
 
     Calls :func:`msle` with the hyperparameters fixed at construction;
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.

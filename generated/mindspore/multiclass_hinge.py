@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: ded10a6abab5e932be08f37e2d818df0fa12a2efc20a003c687088f088ed9041
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""MulticlassHinge: Multiclass (Crammer-Singer) hinge loss on integer labels, as optax.losses.multiclass_hinge_loss.
+"""MulticlassHinge: Multiclass (Crammer-Singer) hinge loss on integer labels, as
+optax.losses.multiclass_hinge_loss.
 
 max(0, 1 + max over j != y of s_j - s_y), written as max(s + 1 - one_hot(y)) - s_y over
 the class axis (the last): the term j = y contributes s_y, so the maximum is never below
@@ -69,7 +70,8 @@ def _check_inputs(scores, labels):
 
 
 def multiclass_hinge(scores, labels, *, reduction="mean"):
-    """Multiclass (Crammer-Singer) hinge loss on integer labels, as optax.losses.multiclass_hinge_loss.
+    """Multiclass (Crammer-Singer) hinge loss on integer labels, as
+    optax.losses.multiclass_hinge_loss.
 
     Args:
         scores: float tensor of shape [*B, C]. Scores.
@@ -103,7 +105,8 @@ def multiclass_hinge(scores, labels, *, reduction="mean"):
 
 
 class MulticlassHinge(nn.LossBase):
-    """Multiclass (Crammer-Singer) hinge loss on integer labels, as optax.losses.multiclass_hinge_loss.
+    """Multiclass (Crammer-Singer) hinge loss on integer labels, as
+    optax.losses.multiclass_hinge_loss.
 
     Calls :func:`multiclass_hinge` with the hyperparameters fixed at construction;
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.

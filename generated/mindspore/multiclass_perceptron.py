@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: 364656452b330b5a3befac5f7a9e5858d62aecc1fe408fbb4af770dd5543a83c
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""MulticlassPerceptron: Multiclass perceptron loss on integer labels, as optax.losses.multiclass_perceptron_loss.
+"""MulticlassPerceptron: Multiclass perceptron loss on integer labels, as
+optax.losses.multiclass_perceptron_loss.
 
 max(s) - s_y over the class axis (the last): 0 when the labelled class scores highest.
 One value per example.
@@ -67,7 +68,8 @@ def _check_inputs(scores, labels):
 
 
 def multiclass_perceptron(scores, labels, *, reduction="mean"):
-    """Multiclass perceptron loss on integer labels, as optax.losses.multiclass_perceptron_loss.
+    """Multiclass perceptron loss on integer labels, as
+    optax.losses.multiclass_perceptron_loss.
 
     Args:
         scores: float tensor of shape [*B, C]. Scores.
@@ -98,7 +100,8 @@ def multiclass_perceptron(scores, labels, *, reduction="mean"):
 
 
 class MulticlassPerceptron(nn.LossBase):
-    """Multiclass perceptron loss on integer labels, as optax.losses.multiclass_perceptron_loss.
+    """Multiclass perceptron loss on integer labels, as
+    optax.losses.multiclass_perceptron_loss.
 
     Calls :func:`multiclass_perceptron` with the hyperparameters fixed at construction;
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.

@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: cce9c4f43e81a033b7ecf3547a209331e9e303ecf33f6ee2be72e51f7b504929
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""MultilabelSoftMargin: Multi-label one-versus-all logistic loss, as torch.nn.MultiLabelSoftMarginLoss.
+"""MultilabelSoftMargin: Multi-label one-versus-all logistic loss, as
+torch.nn.MultiLabelSoftMarginLoss.
 
 -(1/C) * sum over classes of w * (y * log(sigmoid(x)) + (1 - y) * log(1 - sigmoid(x)))
 for targets 0 or 1, one value per sample; 'mean' divides by the number of samples.

@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: 5a5e786a478145aa25cbc9a29b9648aeb73a0bcfe74cb3708d1a6fec9c3cc239
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""Pinball: Pinball (quantile) loss for quantile regression, as sklearn.metrics.mean_pinball_loss.
+"""Pinball: Pinball (quantile) loss for quantile regression, as
+sklearn.metrics.mean_pinball_loss.
 
 alpha * (target - input) where the target lies above the prediction and (1 - alpha) *
 (input - target) where it lies below, for the quantile alpha; alpha = 0.5 is half the
@@ -76,7 +77,8 @@ def _check_inputs(input, target):
 
 
 def pinball(input, target, *, alpha=0.5, reduction="mean"):
-    """Pinball (quantile) loss for quantile regression, as sklearn.metrics.mean_pinball_loss.
+    """Pinball (quantile) loss for quantile regression, as
+    sklearn.metrics.mean_pinball_loss.
 
     Args:
         input: float tensor of shape [*S]. Predicted quantiles.
@@ -110,7 +112,8 @@ def pinball(input, target, *, alpha=0.5, reduction="mean"):
 
 
 class Pinball(nn.LossBase):
-    """Pinball (quantile) loss for quantile regression, as sklearn.metrics.mean_pinball_loss.
+    """Pinball (quantile) loss for quantile regression, as
+    sklearn.metrics.mean_pinball_loss.
 
     Calls :func:`pinball` with the hyperparameters fixed at construction;
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.

@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: d7c773947bf616b8a3e2f6c374ea50c8dc6ee65be457c4929a4d19f6cbdcf7e2
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""SoftmaxDice: Multi-class soft Dice (Tversky-weighted) loss on logits, one value per sample, as optax.losses.dice_loss.
+"""SoftmaxDice: Multi-class soft Dice (Tversky-weighted) loss on logits, one value per
+sample, as optax.losses.dice_loss.
 
 With p = softmax(logits) over the class axis, per class c over the positions of a
 sample: I = sum(p * t), dice_c = 1 - (I + smooth) / (I + alpha * (sum(p) - I) + beta *
@@ -115,7 +116,8 @@ def _check_inputs(logits, targets):
 
 
 def softmax_dice(logits, targets, *, smooth=1.0, alpha=0.5, beta=0.5, reduction="mean"):
-    """Multi-class soft Dice (Tversky-weighted) loss on logits, one value per sample, as optax.losses.dice_loss.
+    """Multi-class soft Dice (Tversky-weighted) loss on logits, one value per sample, as
+    optax.losses.dice_loss.
 
     Args:
         logits: float tensor of shape [N, P, C]. Logits per position and class.
@@ -161,7 +163,8 @@ def softmax_dice(logits, targets, *, smooth=1.0, alpha=0.5, beta=0.5, reduction=
 
 
 class SoftmaxDice(nn.LossBase):
-    """Multi-class soft Dice (Tversky-weighted) loss on logits, one value per sample, as optax.losses.dice_loss.
+    """Multi-class soft Dice (Tversky-weighted) loss on logits, one value per sample, as
+    optax.losses.dice_loss.
 
     Calls :func:`softmax_dice` with the hyperparameters fixed at construction;
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.

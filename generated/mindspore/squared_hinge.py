@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: 516538b1715706f93945464f025ea0c8dfebc276e9176e7e19fea84fc3d7e61a
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""SquaredHinge: Squared hinge loss averaged over the last axis, as keras.losses.SquaredHinge.
+"""SquaredHinge: Squared hinge loss averaged over the last axis, as
+keras.losses.SquaredHinge.
 
 mean(max(1 - target * input, 0)**2) over the last axis, one value per sample, for
 targets -1 or 1; 'mean' divides by the number of samples.

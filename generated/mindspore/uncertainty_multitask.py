@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: b7a1cd9d0a5d8b6e495d7d9d3f68e16a67b0595e86ee6d94a73e74dd14d2560d
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""UncertaintyMultitask: Two binary tasks weighted by learnable log-variances (Kendall et al., 2018).
+"""UncertaintyMultitask: Two binary tasks weighted by learnable log-variances (Kendall
+et al., 2018).
 
 Each task's loss is binary cross-entropy with logits; task i is weighted by exp(-s_i)
 and regularised by s_i, where s = log_vars are learned with the model.

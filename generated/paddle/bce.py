@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: e0129b1b4dc826d83bd5bc79515cd4a0201f37f64d02690f07406f887e18cfdd
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""Bce: Binary cross-entropy on probabilities, as torch.nn.functional.binary_cross_entropy.
+"""Bce: Binary cross-entropy on probabilities, as
+torch.nn.functional.binary_cross_entropy.
 
 -weight * (y * log(p) + (1 - y) * log(1 - p)) with each log clamped at -100, as in
 PyTorch. Its gradient is PyTorch's too: weight * (p - y) / max(p * (1 - p), 1e-12)
@@ -86,7 +87,8 @@ def _check_inputs(input, target, weight):
 
 
 def bce(input, target=None, weight=None, reduction="mean", name=None, *, label=None):
-    """Binary cross-entropy on probabilities, as torch.nn.functional.binary_cross_entropy.
+    """Binary cross-entropy on probabilities, as
+    torch.nn.functional.binary_cross_entropy.
 
     Args:
         input: float tensor of shape [*S], values in [0, 1]. Probabilities.
@@ -150,7 +152,8 @@ def bce(input, target=None, weight=None, reduction="mean", name=None, *, label=N
 
 
 class Bce(nn.Layer):
-    """Binary cross-entropy on probabilities, as torch.nn.functional.binary_cross_entropy.
+    """Binary cross-entropy on probabilities, as
+    torch.nn.functional.binary_cross_entropy.
 
     Calls :func:`bce` with the hyperparameters fixed at construction;
     works eagerly and under ``paddle.jit.to_static``.

@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: ff079e673ebd7bd88614b62016d391f3e0265d04da616f0de8198c5068d7ebb6
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""BceWithLogits: Binary cross-entropy on logits, as torch.nn.functional.binary_cross_entropy_with_logits.
+"""BceWithLogits: Binary cross-entropy on logits, as
+torch.nn.functional.binary_cross_entropy_with_logits.
 
 Written with log(sigmoid(x)) and log(1 - sigmoid(x)); losscc computes both with
 softplus, so the loss is finite for any logit. weight broadcasts against the input,
@@ -130,7 +131,8 @@ def bce_with_logits(
     logit=None,
     label=None,
 ):
-    """Binary cross-entropy on logits, as torch.nn.functional.binary_cross_entropy_with_logits.
+    """Binary cross-entropy on logits, as
+    torch.nn.functional.binary_cross_entropy_with_logits.
 
     Args:
         input (or logit): float tensor of shape [*B, C]. Logits.
@@ -197,7 +199,8 @@ def bce_with_logits(
 
 
 class BceWithLogits(nn.Layer):
-    """Binary cross-entropy on logits, as torch.nn.functional.binary_cross_entropy_with_logits.
+    """Binary cross-entropy on logits, as
+    torch.nn.functional.binary_cross_entropy_with_logits.
 
     Calls :func:`bce_with_logits` with the hyperparameters fixed at construction;
     works eagerly and under ``paddle.jit.to_static``.

@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: 4930e6984b0f25abd51301b7e06008c1575539e6959a905cf6406574210eedfa
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""CategoricalHinge: Categorical (Crammer-Singer style) hinge loss on one-hot targets, as keras.losses.CategoricalHinge.
+"""CategoricalHinge: Categorical (Crammer-Singer style) hinge loss on one-hot targets,
+as keras.losses.CategoricalHinge.
 
 max(neg - pos + 1, 0) with pos = sum(target * input) and neg = max((1 - target) * input)
 over the class axis (the last), one value per sample.
@@ -92,7 +93,8 @@ def _shape(x):
 
 
 def categorical_hinge(input, target, *, reduction="mean"):
-    """Categorical (Crammer-Singer style) hinge loss on one-hot targets, as keras.losses.CategoricalHinge.
+    """Categorical (Crammer-Singer style) hinge loss on one-hot targets, as
+    keras.losses.CategoricalHinge.
 
     Args:
         input: float tensor of shape [*B, C]. Scores.
@@ -125,7 +127,8 @@ def categorical_hinge(input, target, *, reduction="mean"):
 
 
 class CategoricalHinge(nn.Layer):
-    """Categorical (Crammer-Singer style) hinge loss on one-hot targets, as keras.losses.CategoricalHinge.
+    """Categorical (Crammer-Singer style) hinge loss on one-hot targets, as
+    keras.losses.CategoricalHinge.
 
     Calls :func:`categorical_hinge` with the hyperparameters fixed at construction;
     works eagerly and under ``paddle.jit.to_static``.

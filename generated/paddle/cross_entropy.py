@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: 6d76af71ec4df8ca14da871849e48bbe037fc50321467fd8090bff6a879d623e
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""CrossEntropy: Cross-entropy of logits and class indices, as torch.nn.functional.cross_entropy.
+"""CrossEntropy: Cross-entropy of logits and class indices, as
+torch.nn.functional.cross_entropy.
 
 With logp = log_softmax(input) over the class axis (axis 1): (1 - s) * w[y] * (-logp[y])
 + (s / C) * sum(w * (-logp)) for label smoothing s. Positions whose target equals

@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: 073b514e8e249f804f42d20da91efc61dcab30fc4d89744ec12fe2bffd5c0718
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""GaussianNll: Gaussian negative log-likelihood, as torch.nn.functional.gaussian_nll_loss.
+"""GaussianNll: Gaussian negative log-likelihood, as
+torch.nn.functional.gaussian_nll_loss.
 
 0.5 * (log(v) + (input - target)**2 / v), plus 0.5*log(2*pi) with full, where v =
 max(var, eps) is clamped without a gradient of its own (the gradient flows to var as if

@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: a91f67d5f9e739b374a27edc06b38e12c96c47b02fb30b76cae42cf709a82e8e
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""LogCosh: Log-cosh regression loss, log(cosh(input - target)), as tf.keras.losses.LogCosh.
+"""LogCosh: Log-cosh regression loss, log(cosh(input - target)), as
+tf.keras.losses.LogCosh.
 
 Behaves as (input - target)**2 / 2 for small differences and as |input - target| -
 log(2) for large ones, and is twice differentiable everywhere. cosh overflows float32

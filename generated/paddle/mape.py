@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: e4c0d0ba94eee0edb6befecafd8ba7aa815193d0b825984ff4f1e7ec1a9f3023
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""Mape: Mean absolute percentage error over the last axis, as keras.losses.MeanAbsolutePercentageError.
+"""Mape: Mean absolute percentage error over the last axis, as
+keras.losses.MeanAbsolutePercentageError.
 
 100 * mean(abs((target - input) / max(abs(target), 1e-7))) over the last axis, one value
 per sample, with Keras's epsilon 1e-7. Keras's docstring says the division is by
@@ -89,7 +90,8 @@ def _shape(x):
 
 
 def mape(input, target, *, reduction="mean"):
-    """Mean absolute percentage error over the last axis, as keras.losses.MeanAbsolutePercentageError.
+    """Mean absolute percentage error over the last axis, as
+    keras.losses.MeanAbsolutePercentageError.
 
     Args:
         input: float tensor of shape [*B, D]. Predictions.
@@ -123,7 +125,8 @@ def mape(input, target, *, reduction="mean"):
 
 
 class Mape(nn.Layer):
-    """Mean absolute percentage error over the last axis, as keras.losses.MeanAbsolutePercentageError.
+    """Mean absolute percentage error over the last axis, as
+    keras.losses.MeanAbsolutePercentageError.
 
     Calls :func:`mape` with the hyperparameters fixed at construction;
     works eagerly and under ``paddle.jit.to_static``.

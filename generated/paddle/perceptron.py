@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: 2117e92e86bfa6c48d08e9f47b6daa588aac307b90ee49455f0974f8e84be051
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""Perceptron: Binary perceptron loss per element for targets -1 or 1, as optax.losses.perceptron_loss.
+"""Perceptron: Binary perceptron loss per element for targets -1 or 1, as
+optax.losses.perceptron_loss.
 
 max(0, -input * target) per element: 0 for a correct sign, the margin's size otherwise;
 'mean' divides by the number of elements.
@@ -64,7 +65,8 @@ def _check_inputs(input, target):
 
 
 def perceptron(input, target, *, reduction="mean"):
-    """Binary perceptron loss per element for targets -1 or 1, as optax.losses.perceptron_loss.
+    """Binary perceptron loss per element for targets -1 or 1, as
+    optax.losses.perceptron_loss.
 
     Args:
         input: float tensor of shape [*S]. Outputs of the decision function.
@@ -94,7 +96,8 @@ def perceptron(input, target, *, reduction="mean"):
 
 
 class Perceptron(nn.Layer):
-    """Binary perceptron loss per element for targets -1 or 1, as optax.losses.perceptron_loss.
+    """Binary perceptron loss per element for targets -1 or 1, as
+    optax.losses.perceptron_loss.
 
     Calls :func:`perceptron` with the hyperparameters fixed at construction;
     works eagerly and under ``paddle.jit.to_static``.

@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: e8f88896c1daeebc3481a59475deb6e856e20ef9a5b86b8495bb15324e23bc46
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""PolyLoss: Poly-1 loss (Leng et al., 2022), cross-entropy plus epsilon * (1 - pt), as optax.losses.poly_loss_cross_entropy.
+"""PolyLoss: Poly-1 loss (Leng et al., 2022), cross-entropy plus epsilon * (1 - pt), as
+optax.losses.poly_loss_cross_entropy.
 
 -sum(labels * log_softmax(logits)) + epsilon * sum(labels * (1 - softmax(logits))) over
 the class axis (the last): the second sum is 1 - pt, pt the probability of the labelled
@@ -110,7 +111,8 @@ def _shape(x):
 
 
 def poly_loss(logits, labels, *, epsilon=2.0, reduction="mean"):
-    """Poly-1 loss (Leng et al., 2022), cross-entropy plus epsilon * (1 - pt), as optax.losses.poly_loss_cross_entropy.
+    """Poly-1 loss (Leng et al., 2022), cross-entropy plus epsilon * (1 - pt), as
+    optax.losses.poly_loss_cross_entropy.
 
     Args:
         logits: float tensor of shape [*B, C]. Logits.
@@ -149,7 +151,8 @@ def poly_loss(logits, labels, *, epsilon=2.0, reduction="mean"):
 
 
 class PolyLoss(nn.Layer):
-    """Poly-1 loss (Leng et al., 2022), cross-entropy plus epsilon * (1 - pt), as optax.losses.poly_loss_cross_entropy.
+    """Poly-1 loss (Leng et al., 2022), cross-entropy plus epsilon * (1 - pt), as
+    optax.losses.poly_loss_cross_entropy.
 
     Calls :func:`poly_loss` with the hyperparameters fixed at construction;
     works eagerly and under ``paddle.jit.to_static``.

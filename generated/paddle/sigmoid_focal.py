@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: 364d8ade25199269645ca290227a0c323843e9dd211d7c2b4f18847f65cb8d2d
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""SigmoidFocal: Sigmoid focal loss (Lin et al., 2017), as paddle.nn.functional.sigmoid_focal_loss.
+"""SigmoidFocal: Sigmoid focal loss (Lin et al., 2017), as
+paddle.nn.functional.sigmoid_focal_loss.
 
 alpha_t * (1 - p_t)**gamma * BCE-with-logits, with p = sigmoid(logit), p_t = p*y +
 (1-p)*(1-y) and alpha_t = alpha*y + (1-alpha)*(1-y); soft labels follow the same
@@ -112,7 +113,8 @@ def _check_inputs(logit, label, normalizer):
 def sigmoid_focal(
     logit, label, normalizer=None, alpha=0.25, gamma=2.0, reduction="sum", name=None
 ):
-    """Sigmoid focal loss (Lin et al., 2017), as paddle.nn.functional.sigmoid_focal_loss.
+    """Sigmoid focal loss (Lin et al., 2017), as
+    paddle.nn.functional.sigmoid_focal_loss.
 
     Args:
         logit: float tensor of shape [*S]. Logits.
@@ -191,7 +193,8 @@ def sigmoid_focal(
 
 
 class SigmoidFocal(nn.Layer):
-    """Sigmoid focal loss (Lin et al., 2017), as paddle.nn.functional.sigmoid_focal_loss.
+    """Sigmoid focal loss (Lin et al., 2017), as
+    paddle.nn.functional.sigmoid_focal_loss.
 
     Calls :func:`sigmoid_focal` with the hyperparameters fixed at construction;
     works eagerly and under ``paddle.jit.to_static``.

@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: 52409fc4f4f958eadf0f89f101dad5f5fd632be8ae6d971f54d4e9e789ddb5d2
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""Tversky: Tversky loss (Salehi et al., 2017) for segmentation, one value per sample, as keras.losses.Tversky.
+"""Tversky: Tversky loss (Salehi et al., 2017) for segmentation, one value per sample,
+as keras.losses.Tversky.
 
 1 - TP / (TP + alpha * FN + beta * FP + 1e-7) over the positions of each sample, with TP
 = sum(p * y), FN = sum((1 - p) * y), FP = sum(p * (1 - y)); alpha = beta = 0.5 is the
@@ -111,7 +112,8 @@ def _shape(x):
 
 
 def tversky(input, target, *, alpha=0.5, beta=0.5, reduction="mean"):
-    """Tversky loss (Salehi et al., 2017) for segmentation, one value per sample, as keras.losses.Tversky.
+    """Tversky loss (Salehi et al., 2017) for segmentation, one value per sample, as
+    keras.losses.Tversky.
 
     Args:
         input: float tensor of shape [N, P], values in [0, 1]. Predicted foreground
@@ -151,7 +153,8 @@ def tversky(input, target, *, alpha=0.5, beta=0.5, reduction="mean"):
 
 
 class Tversky(nn.Layer):
-    """Tversky loss (Salehi et al., 2017) for segmentation, one value per sample, as keras.losses.Tversky.
+    """Tversky loss (Salehi et al., 2017) for segmentation, one value per sample, as
+    keras.losses.Tversky.
 
     Calls :func:`tversky` with the hyperparameters fixed at construction;
     works eagerly and under ``paddle.jit.to_static``.
