@@ -19,7 +19,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import outtree
+from . import dropin, outtree
 from .backends import Backend, all_backends
 from .backends import get as get_backend
 from .errors import Diagnostic, Location, SpecError, printable
@@ -145,25 +145,33 @@ def load_all(paths: list[Path], problems: list | None = None, eps: float | None 
 
 
 def module_context(spec: Spec, backend: Backend) -> dict:
-    params = [f"{p.name}={p.default!r}" for p in spec.params]
-    init_params = params + [f"reduction={spec.default_reduction!r}"]
-    if spec.learnable:
-        init_params.append(f"dtype={backend.ops['float32']}")
+    d = dropin.of(spec, backend.name)
+    init = dropin.init_params(spec, backend.name, backend.ops["float32"] if spec.learnable else None)
     check_params = [p.name for p in spec.params] + ["reduction"]
     forward = [i.name for i in spec.inputs if not i.optional] + [f"{i.name}=None" for i in spec.inputs if i.optional]
-    call = [i.name for i in spec.inputs if not i.optional]
-    call += [f"self.{lr.name}" for lr in spec.learnable]
-    call += [i.name for i in spec.inputs if i.optional]
-    call += [f"{p.name}=self.{p.name}" for p in spec.params] + ["reduction=self.reduction"]
-    return dict(init_params=init_params, check_params=check_params, check_args=check_params,
-                forward_params=forward, call_args=call, arg_docs=arg_docs(spec))
+    return dict(init_params=init, check_params=check_params, check_args=check_params,
+                forward_params=forward, call_args=dropin.call_args(spec), ctor_inputs=dropin.ctor_inputs(spec, backend.name), arg_docs=arg_docs(spec, d),
+                entry_lines=dropin.alias_lines(spec, backend.name),
+                init_entry_lines=dropin.init_alias_lines(spec, backend.name),
+                input_params=dropin.input_check_params(spec), input_checks=dropin.input_checks(spec, backend),
+                input_constants=dropin.input_constants(spec, backend),
+                scalar_lines=(dropin.scalar_lines(spec, backend) + dropin.cast_lines(spec, backend)
+                              + dropin.unbatched_lines(spec, backend)),
+                class_aliases=list(d.classes), replaces=list(d.replaces))
 
 
-def arg_docs(spec: Spec) -> list[str]:
+def arg_docs(spec: Spec, d=None) -> list[str]:
     """One 'name: description' entry per argument, for the function's docstring."""
     out = []
+    aliases = dict(d.aliases) if d is not None else {}
+
+    def named(n: str) -> str:
+        return f"{n} (or {aliases[n]})" if n in aliases else n
+
     for i in spec.inputs:
-        text = f"{i.name}: {i.dtype} tensor of shape [{', '.join(i.shape)}]"
+        text = f"{named(i.name)}: {i.dtype} tensor of shape [{', '.join(i.shape)}]"
+        if i.scalar:
+            text += " or a number (the same everywhere)"
         if i.domain.text != "real":
             text += f", values in {i.domain.text}"
         if i.optional:
@@ -177,7 +185,7 @@ def arg_docs(spec: Spec) -> list[str]:
         out.append(f"{lr.name}: learnable float tensor of shape [{', '.join(map(str, lr.shape))}]."
                    + (f" {lr.doc}" if lr.doc else ""))
     for p in spec.params:
-        text = f"{p.name}: {p.kind}, default {p.default!r}"
+        text = f"{named(p.name)}: {p.kind}, default {p.default!r}"
         if p.min is not None:
             text += f", >= {p.min!r}"
         if p.max is not None:
@@ -185,6 +193,8 @@ def arg_docs(spec: Spec) -> list[str]:
         out.append(text + "." + (f" {p.doc}" if p.doc else ""))
     names = ", ".join(repr(r) for r in spec.reduction_names)
     out.append(f"reduction: one of {names}; default {spec.default_reduction!r}.")
+    if d is not None and dropin.IGNORED in d.function + d.init:
+        out.append(f"{dropin.IGNORED}: accepted and ignored, as in the built-in.")
     for r in spec.reductions:
         if r.denominator is not None:
             out.append(f"{r.name} = sum(loss) / sum({' '.join(r.denominator.text.split())})"
@@ -195,6 +205,9 @@ def arg_docs(spec: Spec) -> list[str]:
 def compile_spec(spec: Spec, backend: Backend, prepared=None) -> str:
     prep = prepared or prepare(spec)
     low = lower(prep, backend)
+    shape_helper = backend.helpers.get("shape")
+    if dropin.scalar_lines(spec, backend) and shape_helper and shape_helper not in low.helpers:
+        low.helpers = [shape_helper] + list(low.helpers)
     written = [f"{b.name} = {' '.join(b.text.split())}" for b in spec.bindings]
     return render_module(low, spec.path, written, module_context(spec, backend))
 
@@ -230,10 +243,11 @@ def render_tree(specs: list[Spec], backends: tuple[Backend, ...] | None = None,
             problems.append(internal_error(spec, exc))
     if problems:
         raise SpecError(problems)
+    names = package if package is not None else [spec.name for spec in specs]
     for backend in backends:
-        modules = [(name, backend.exports({"function": name, "class": class_name(name)}))
-                   for name in (package if package is not None else [spec.name for spec in specs])]
-        files[f"{backend.name}/__init__.py"] = render_init(backend.name, modules)
+        modules = [(name, backend.exports({"function": name, "class": class_name(name)})) for name in names]
+        losses = [(name, class_name(name)) for name, exported in modules if class_name(name) in exported]
+        files[f"{backend.name}/__init__.py"] = render_init(backend.name, modules, losses)
     return files
 
 

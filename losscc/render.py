@@ -75,6 +75,7 @@ def environment(root=TEMPLATES) -> jinja2.Environment:
     env.filters["wrap"] = _wrap
     env.filters["pytuple"] = lambda seq: repr(tuple(seq))
     env.filters["docwrap"] = _docwrap
+    env.filters["summary"] = _summary
     env.filters["dunder_all"] = dunder_all_order
     return env
 
@@ -100,6 +101,16 @@ def _docwrap(text: str, indent: int, hang: int = 4) -> str:
     return "\n".join(textwrap.wrap(doc_escape(text), LINE_LENGTH, initial_indent=pad,
                                     subsequent_indent=pad + " " * hang, break_on_hyphens=False,
                                     break_long_words=False))
+
+
+def _summary(text: str, lead: int, indent: int = 0) -> str:
+    """A docstring's first sentence after `lead` characters of its line (the opening
+    quotes and the class name), wrapped to the line length with continuation lines at `indent`."""
+    import textwrap
+
+    lines = textwrap.wrap(doc_escape(text), LINE_LENGTH, initial_indent=" " * lead,
+                          subsequent_indent=" " * indent, break_on_hyphens=False, break_long_words=False)
+    return "\n".join(lines)[lead:] if lines else ""
 
 
 def _wrap(text: str, width: int = 88, prefix: str = "") -> str:
@@ -169,9 +180,12 @@ def used_imports(lines: list[str], used: set[str]) -> list[str]:
     return out
 
 
-def render_init(backend_name: str, modules: list[tuple[str, tuple[str, ...]]]) -> str:
-    """A backend package's ``__init__``: `modules` are (module, names it exports) pairs."""
+def render_init(backend_name: str, modules: list[tuple[str, tuple[str, ...]]],
+                losses: list[tuple[str, str]]) -> str:
+    """A backend package's ``__init__``: `modules` are (module, names it exports) pairs,
+    `losses` the (spec name, class) pairs of its ``LOSSES`` registry."""
     env = environment()
     tmpl = env.get_template("init.py.j2")
-    exported = [n for _, names in modules for n in names]
-    return normalise(tmpl.render(backend=backend_name, modules=modules, exported=exported, version=version_line()))
+    exported = [n for _, names in modules for n in names] + ["LOSSES", "get_loss"]
+    return normalise(tmpl.render(backend=backend_name, modules=modules, losses=losses, exported=exported,
+                                 version=version_line()))

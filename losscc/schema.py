@@ -64,6 +64,7 @@ def _input() -> dict:
         "ignore": {**_IDENT, "description": "an int parameter: positions equal to it are ignored"},
         "broadcast": {"enum": [True, False, "right", "left"],
                       "description": "true/right: NumPy broadcasting; left: missing trailing axes first"},
+        "scalar": {"type": "boolean", "description": "an optional float input that also accepts a number"},
         "doc": _TEXT,
     }
     return _closed(INPUT_FIELDS, props, ("dtype", "shape"),
@@ -125,6 +126,22 @@ def _references() -> dict:
     return {"type": "array", "items": _closed(REFERENCE_FIELDS, props, ("file",))}
 
 
+def _dropin() -> dict:
+    from .dropin import DROPIN_FIELDS
+
+    names = {"type": "array", "uniqueItems": True, "items": {"type": "string", "maxLength": 100}}
+    props = {"replaces": {**names, "description": "the built-ins this loss stands in for"},
+             "classes": {**names, "description": "other names of the class, e.g. HuberLoss"},
+             "function": {**names, "description": "positional order of the function's arguments"},
+             "init": {**names, "description": "positional order of the constructor's arguments"},
+             "aliases": {"type": "object", "additionalProperties": _IDENT,
+                         "description": "argument -> the library's keyword for it"},
+             "unbatched": {"type": "boolean", "description": "a 0-D call is one element of the leading axis"}}
+    one = _closed(DROPIN_FIELDS, props)
+    return {"type": "object", "description": "per backend (its name): the built-ins this loss stands in for "
+            "(docs/spec.md)", "propertyNames": _IDENT, "additionalProperties": one}
+
+
 def build() -> dict:
     """The schema as a dict (deterministic key order)."""
     props = {
@@ -144,6 +161,7 @@ def build() -> dict:
         "guards": _guards(),
         "cases": _cases(),
         "references": _references(),
+        "dropin": _dropin(),
     }
     schema = {"$schema": DIALECT, "title": "losscc loss spec",
               "description": "A loss function for losscc (docs/spec.md)."}

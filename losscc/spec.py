@@ -29,6 +29,7 @@ from .specformula import (BUILTIN_REDUCTIONS, GUARD_FIELDS, REDUCTION_FIELDS, re
 from .specinputs import (INPUT_FIELDS, LEARNABLE_FIELDS, PARAM_FIELDS, parse_domain, read_inputs, read_learnable,
                          read_params)
 from .specmodel import REAL, Binding, Case, Domain, Input, Learnable, Param, Reference, ReductionDef, Spec
+from .dropin import read_dropin
 from .specread import Namespace
 from .specread import Reader as _Reader  # the name tests spy on (its field checks)
 from .yamlread import Node, load_yaml
@@ -43,7 +44,7 @@ __all__ = [
 ]
 
 TOP_FIELDS = ("name", "summary", "description", "inputs", "params", "learnable", "formula",
-              "reduction", "reductions", "guards", "cases", "references")
+              "reduction", "reductions", "guards", "cases", "references", "dropin")
 REQUIRED_FIELDS = ("name", "summary", "inputs", "formula")
 
 
@@ -101,12 +102,13 @@ def _build(root: Node, text: str, path: str, sha256: str, out: Collector) -> Spe
     cases = read_cases(r, top, path)
     check_cases(out, cases, inputs, params, reductions)
     references = read_references(r, top, path)
+    dropin = read_dropin(r, top, name, inputs, params, learnable)
     return Spec(
         name=name, summary=summary, description=description,
         inputs=tuple(inputs), params=tuple(params), learnable=tuple(learnable),
         bindings=tuple(bindings), reductions=tuple(reductions),
         default_reduction=default_reduction, guards=guards, cases=tuple(cases),
-        references=tuple(references), path=path, source_sha256=sha256,
+        references=tuple(references), path=path, source_sha256=sha256, dropin=dropin,
         name_loc=Location(path, top["name"].line, top["name"].col) if "name" in top else Location(path, 1, 1),
     )
 

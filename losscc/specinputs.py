@@ -18,7 +18,7 @@ from .specmodel import REAL, Domain, Input, Learnable, Param
 from .specread import Namespace, Reader, kind_of
 from .yamlread import FLOAT, Node, clip
 
-INPUT_FIELDS = ("dtype", "shape", "domain", "optional", "default", "ignore", "broadcast", "doc")
+INPUT_FIELDS = ("dtype", "shape", "domain", "optional", "default", "ignore", "broadcast", "scalar", "doc")
 PARAM_FIELDS = ("default", "min", "max", "doc")
 LEARNABLE_FIELDS = ("shape", "init", "doc")
 
@@ -181,7 +181,7 @@ def _domain(r: Reader, node: Node, fields: dict[str, Node], where: str, dtype: s
 
 
 def _flags(r: Reader, node: Node, fields: dict[str, Node], where: str, dtype: str) -> dict:
-    """``optional``, ``default`` and ``broadcast``, those given and readable."""
+    """``optional``, ``default``, ``broadcast`` and ``scalar``, those given and readable."""
     flags: dict = {}
     if "optional" in fields:
         v = r.boolean(fields["optional"], f"{where}.optional")
@@ -203,6 +203,12 @@ def _flags(r: Reader, node: Node, fields: dict[str, Node], where: str, dtype: st
             flags["default"] = float(v)
     if flags.get("optional") and dtype != "float":
         r.err(node, "E126", f"{where}: only float inputs can be optional")
+    if "scalar" in fields:
+        v = r.boolean(fields["scalar"], f"{where}.scalar")
+        if v and not (flags.get("optional") and dtype == "float"):
+            r.err(fields["scalar"], "E128", f"{where}.scalar: only an optional float input can accept a number")
+        elif v is not None:
+            flags["scalar"] = v
     return flags
 
 

@@ -42,6 +42,7 @@ class Input:
     broadcast: str = ""            # "right": any shape that broadcasts to `shape` (NumPy rules);
                                    # "left": missing trailing axes are added first (torch var rule)
     doc: str = ""
+    scalar: bool = False           # a number is accepted too: the same value everywhere
     loc: Location = Location()
 
 
@@ -119,6 +120,7 @@ class Spec:
     source_sha256: str = ""
     name_loc: Location = Location()
     overrides: tuple[tuple[str, str], ...] = ()   # command-line options that changed the guards
+    dropin: tuple = ()             # losscc.dropin.DropIn per backend: the built-ins it stands in for
 
     @property
     def class_name(self) -> str:

@@ -111,10 +111,11 @@ def test_paddle_static_program_unknown_batch(name, sizes, none, compiled):
             main, start = paddle.static.Program(), paddle.static.Program()
             with paddle.static.program_guard(main, start):
                 first = cases[0].inputs
-                feeds = [paddle.static.data(i.name, _dynamic_shape(spec, i, first[i.name]),
-                                            "int64" if i.dtype == "int" else "float64")
-                         for i in _order(spec) if first[i.name] is not None]
-                out = fn(*feeds, reduction=red)
+                feeds = {i.name: paddle.static.data(i.name, _dynamic_shape(spec, i, first[i.name]),
+                                                    "int64" if i.dtype == "int" else "float64")
+                         for i in _order(spec) if first[i.name] is not None}
+                # required inputs by position, optional ones by keyword (a drop-in order may differ)
+                out = fn(*[feeds.pop(i.name) for i in spec.inputs if not i.optional], **feeds, reduction=red)
             exe = paddle.static.Executor(paddle.CPUPlace())
             exe.run(start)
             for c in cases:

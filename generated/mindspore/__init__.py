@@ -5,6 +5,8 @@
 
 The package exports the loss classes; each function is imported from its module
 (``from .huber import huber``), so that ``import <package>.huber`` is the module.
+``LOSSES`` maps each spec's name to its class and ``get_loss(name, **config)`` builds
+one from a configuration (hyperparameters and reduction).
 """
 
 from .bce import Bce
@@ -50,8 +52,71 @@ from .squared_hinge import SquaredHinge
 from .tversky import Tversky
 from .uncertainty_multitask import UncertaintyMultitask
 
+LOSSES = {
+    "bce": Bce,
+    "bce_with_logits": BceWithLogits,
+    "binary_hinge": BinaryHinge,
+    "categorical_hinge": CategoricalHinge,
+    "cosine_distance": CosineDistance,
+    "cosine_embedding": CosineEmbedding,
+    "cosine_similarity": CosineSimilarity,
+    "cross_entropy": CrossEntropy,
+    "cross_entropy_probs": CrossEntropyProbs,
+    "dice": Dice,
+    "distill_hard": DistillHard,
+    "focal": Focal,
+    "gaussian_nll": GaussianNll,
+    "hinge": Hinge,
+    "hinge_embedding": HingeEmbedding,
+    "huber": Huber,
+    "kl_div": KlDiv,
+    "kld": Kld,
+    "l1": L1,
+    "log_cosh": LogCosh,
+    "mape": Mape,
+    "margin_ranking": MarginRanking,
+    "mse": Mse,
+    "msle": Msle,
+    "multi_margin": MultiMargin,
+    "multiclass_hinge": MulticlassHinge,
+    "multiclass_perceptron": MulticlassPerceptron,
+    "multilabel_soft_margin": MultilabelSoftMargin,
+    "nll": Nll,
+    "perceptron": Perceptron,
+    "pinball": Pinball,
+    "poisson_nll": PoissonNll,
+    "poly_loss": PolyLoss,
+    "quantize_ste": QuantizeSte,
+    "sigmoid_focal": SigmoidFocal,
+    "smooth_l1": SmoothL1,
+    "soft_margin": SoftMargin,
+    "softmax_dice": SoftmaxDice,
+    "softmax_focal": SoftmaxFocal,
+    "squared_hinge": SquaredHinge,
+    "tversky": Tversky,
+    "uncertainty_multitask": UncertaintyMultitask,
+}
+
+
+def get_loss(name, **config):
+    """The loss class ``LOSSES[name]`` built with ``config``.
+
+    A training script selects and configures its loss from its own configuration:
+    ``get_loss(cfg["name"], **cfg.get("config", {}))``.
+    """
+    if not isinstance(name, str) or name not in LOSSES:
+        import difflib
+
+        close = difflib.get_close_matches(str(name), list(LOSSES), n=3)
+        hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+        known = ", ".join(LOSSES)
+        raise ValueError(f"unknown loss {name!r}{hint} (known: {known})")
+    return LOSSES[name](**config)
+
+
 __all__ = [
     "L1",
+    "LOSSES",
     "Bce",
     "BceWithLogits",
     "BinaryHinge",
@@ -93,4 +158,5 @@ __all__ = [
     "SquaredHinge",
     "Tversky",
     "UncertaintyMultitask",
+    "get_loss",
 ]

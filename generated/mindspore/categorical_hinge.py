@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: 4930e6984b0f25abd51301b7e06008c1575539e6959a905cf6406574210eedfa
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""CategoricalHinge: Categorical (Crammer-Singer style) hinge loss on one-hot targets, as keras.losses.CategoricalHinge.
+"""CategoricalHinge: Categorical (Crammer-Singer style) hinge loss on one-hot targets,
+as keras.losses.CategoricalHinge.
 
 max(neg - pos + 1, 0) with pos = sum(target * input) and neg = max((1 - target) * input)
 over the class axis (the last), one value per sample.
@@ -35,8 +36,52 @@ def _check(reduction):
         )
 
 
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+_INTS = (ms.int32, ms.int64)
+
+
+def _check_inputs(input, target):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise TypeError(
+            "categorical_hinge: input must be a float tensor; received: "
+            + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "categorical_hinge: input must be a float tensor; received: "
+            + f"{input.dtype}"
+        )
+    if len(input.shape) < 1:
+        raise ValueError(
+            "categorical_hinge: input must be of shape [*B, C]; received: "
+            + f"rank {len(input.shape)}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise TypeError(
+            "categorical_hinge: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS + _INTS:
+        raise ValueError(
+            "categorical_hinge: target must be a float, int32 or int64 tensor; received: "
+            + f"{target.dtype}"
+        )
+    if len(target.shape) < 1:
+        raise ValueError(
+            "categorical_hinge: target must be of shape [*B, C]; received: "
+            + f"rank {len(target.shape)}"
+        )
+    if len(target.shape) != len(input.shape):
+        raise ValueError(
+            "categorical_hinge: target must be of the rank of input; received: "
+            + f"ranks {len(target.shape)} and {len(input.shape)}"
+        )
+
+
 def categorical_hinge(input, target, *, reduction="mean"):
-    """Categorical (Crammer-Singer style) hinge loss on one-hot targets, as keras.losses.CategoricalHinge.
+    """Categorical (Crammer-Singer style) hinge loss on one-hot targets, as
+    keras.losses.CategoricalHinge.
 
     Args:
         input: float tensor of shape [*B, C]. Scores.
@@ -47,6 +92,9 @@ def categorical_hinge(input, target, *, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    _check_inputs(input, target)
+    if target.dtype in _INTS:
+        target = ops.cast(target, input.dtype)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
@@ -66,7 +114,8 @@ def categorical_hinge(input, target, *, reduction="mean"):
 
 
 class CategoricalHinge(nn.LossBase):
-    """Categorical (Crammer-Singer style) hinge loss on one-hot targets, as keras.losses.CategoricalHinge.
+    """Categorical (Crammer-Singer style) hinge loss on one-hot targets, as
+    keras.losses.CategoricalHinge.
 
     Calls :func:`categorical_hinge` with the hyperparameters fixed at construction;
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.

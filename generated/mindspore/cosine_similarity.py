@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: 7d9b5a29fe63129e6a66d06a682b94fab90e99161b9a62ca2c84a1f3c0ca6009
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""CosineSimilarity: Negative cosine similarity over the last axis, as keras.losses.CosineSimilarity.
+"""CosineSimilarity: Negative cosine similarity over the last axis, as
+keras.losses.CosineSimilarity.
 
 -sum(normalize(target) * normalize(input)) over the last axis, with normalize(x) = x /
 max(norm(x), 1e-7) (keras.ops.normalize with Keras's epsilon), so a zero vector gives 0;
@@ -43,6 +44,49 @@ def _check(reduction):
         )
 
 
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+_INTS = (ms.int32, ms.int64)
+
+
+def _check_inputs(input, target):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise TypeError(
+            "cosine_similarity: input must be a float tensor; received: "
+            + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "cosine_similarity: input must be a float tensor; received: "
+            + f"{input.dtype}"
+        )
+    if len(input.shape) < 1:
+        raise ValueError(
+            "cosine_similarity: input must be of shape [*B, D]; received: "
+            + f"rank {len(input.shape)}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise TypeError(
+            "cosine_similarity: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS:
+        raise ValueError(
+            "cosine_similarity: target must be a float tensor; received: "
+            + f"{target.dtype}"
+        )
+    if len(target.shape) < 1:
+        raise ValueError(
+            "cosine_similarity: target must be of shape [*B, D]; received: "
+            + f"rank {len(target.shape)}"
+        )
+    if len(target.shape) != len(input.shape):
+        raise ValueError(
+            "cosine_similarity: target must be of the rank of input; received: "
+            + f"ranks {len(target.shape)} and {len(input.shape)}"
+        )
+
+
 def cosine_similarity(input, target, *, reduction="mean"):
     """Negative cosine similarity over the last axis, as keras.losses.CosineSimilarity.
 
@@ -55,6 +99,7 @@ def cosine_similarity(input, target, *, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    _check_inputs(input, target)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype

@@ -41,6 +41,41 @@ def _check(reduction):
         )
 
 
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+_INTS = (ms.int32, ms.int64)
+
+
+def _check_inputs(probs, target):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(probs, (list, tuple, int, float)):
+        raise TypeError(
+            "dice: probs must be a float tensor; received: " + f"{type(probs).__name__}"
+        )
+    if probs.dtype not in _FLOATS:
+        raise ValueError(
+            "dice: probs must be a float tensor; received: " + f"{probs.dtype}"
+        )
+    if len(probs.shape) != 2:
+        raise ValueError(
+            "dice: probs must be of shape [N, P]; received: "
+            + f"rank {len(probs.shape)}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise TypeError(
+            "dice: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS:
+        raise ValueError(
+            "dice: target must be a float tensor; received: " + f"{target.dtype}"
+        )
+    if len(target.shape) != 2:
+        raise ValueError(
+            "dice: target must be of shape [N, P]; received: "
+            + f"rank {len(target.shape)}"
+        )
+
+
 def dice(probs, target, *, reduction="mean"):
     """Soft Dice loss (Milletari et al., 2016) for segmentation, one value per sample.
 
@@ -55,6 +90,7 @@ def dice(probs, target, *, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    _check_inputs(probs, target)
     in_dtype = probs.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype

@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: 5d93a96efc3d0654fd046d94d234618865fc70a4beb2e60fcfba07b20006c207
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""Kld: Kullback-Leibler divergence of probability tensors, as keras.losses.KLDivergence.
+"""Kld: Kullback-Leibler divergence of probability tensors, as
+keras.losses.KLDivergence.
 
 sum(t * log(t / q)) over the last axis with t = clip(target, 1e-7, 1) and q =
 clip(input, 1e-7, 1), one value per sample. Unlike kl_div, input holds probabilities,
@@ -36,6 +37,46 @@ def _check(reduction):
         )
 
 
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+_INTS = (ms.int32, ms.int64)
+
+
+def _check_inputs(input, target):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise TypeError(
+            "kld: input must be a float tensor; received: " + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "kld: input must be a float tensor; received: " + f"{input.dtype}"
+        )
+    if len(input.shape) < 1:
+        raise ValueError(
+            "kld: input must be of shape [*B, D]; received: "
+            + f"rank {len(input.shape)}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise TypeError(
+            "kld: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS:
+        raise ValueError(
+            "kld: target must be a float tensor; received: " + f"{target.dtype}"
+        )
+    if len(target.shape) < 1:
+        raise ValueError(
+            "kld: target must be of shape [*B, D]; received: "
+            + f"rank {len(target.shape)}"
+        )
+    if len(target.shape) != len(input.shape):
+        raise ValueError(
+            "kld: target must be of the rank of input; received: "
+            + f"ranks {len(target.shape)} and {len(input.shape)}"
+        )
+
+
 def kld(input, target, *, reduction="mean"):
     """Kullback-Leibler divergence of probability tensors, as keras.losses.KLDivergence.
 
@@ -48,6 +89,7 @@ def kld(input, target, *, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    _check_inputs(input, target)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype

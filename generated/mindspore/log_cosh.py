@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: a91f67d5f9e739b374a27edc06b38e12c96c47b02fb30b76cae42cf709a82e8e
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""LogCosh: Log-cosh regression loss, log(cosh(input - target)), as tf.keras.losses.LogCosh.
+"""LogCosh: Log-cosh regression loss, log(cosh(input - target)), as
+tf.keras.losses.LogCosh.
 
 Behaves as (input - target)**2 / 2 for small differences and as |input - target| -
 log(2) for large ones, and is twice differentiable everywhere. cosh overflows float32
@@ -38,6 +39,46 @@ def _check(reduction):
         raise ValueError(
             "log_cosh: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
+        )
+
+
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+_INTS = (ms.int32, ms.int64)
+
+
+def _check_inputs(input, target, weight):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise TypeError(
+            "log_cosh: input must be a float tensor; received: "
+            + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "log_cosh: input must be a float tensor; received: " + f"{input.dtype}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise TypeError(
+            "log_cosh: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS:
+        raise ValueError(
+            "log_cosh: target must be a float tensor; received: " + f"{target.dtype}"
+        )
+    if len(target.shape) != len(input.shape):
+        raise ValueError(
+            "log_cosh: target must be of the rank of input; received: "
+            + f"ranks {len(target.shape)} and {len(input.shape)}"
+        )
+    if isinstance(weight, (list, tuple, int, float)):
+        raise TypeError(
+            "log_cosh: weight must be a float tensor; received: "
+            + f"{type(weight).__name__}"
+        )
+    if weight is not None and weight.dtype not in _FLOATS:
+        raise ValueError(
+            "log_cosh: weight must be a float tensor; received: " + f"{weight.dtype}"
         )
 
 
@@ -90,6 +131,7 @@ def log_cosh(input, target, weight=None, *, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
@@ -150,4 +192,4 @@ class LogCosh(nn.LossBase):
         self.reduction = reduction
 
     def construct(self, input, target, weight=None):
-        return log_cosh(input, target, weight, reduction=self.reduction)
+        return log_cosh(input, target, weight=weight, reduction=self.reduction)

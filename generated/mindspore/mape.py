@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: e4c0d0ba94eee0edb6befecafd8ba7aa815193d0b825984ff4f1e7ec1a9f3023
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""Mape: Mean absolute percentage error over the last axis, as keras.losses.MeanAbsolutePercentageError.
+"""Mape: Mean absolute percentage error over the last axis, as
+keras.losses.MeanAbsolutePercentageError.
 
 100 * mean(abs((target - input) / max(abs(target), 1e-7))) over the last axis, one value
 per sample, with Keras's epsilon 1e-7. Keras's docstring says the division is by
@@ -34,8 +35,49 @@ def _check(reduction):
         )
 
 
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+_INTS = (ms.int32, ms.int64)
+
+
+def _check_inputs(input, target):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise TypeError(
+            "mape: input must be a float tensor; received: " + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "mape: input must be a float tensor; received: " + f"{input.dtype}"
+        )
+    if len(input.shape) < 1:
+        raise ValueError(
+            "mape: input must be of shape [*B, D]; received: "
+            + f"rank {len(input.shape)}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise TypeError(
+            "mape: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS:
+        raise ValueError(
+            "mape: target must be a float tensor; received: " + f"{target.dtype}"
+        )
+    if len(target.shape) < 1:
+        raise ValueError(
+            "mape: target must be of shape [*B, D]; received: "
+            + f"rank {len(target.shape)}"
+        )
+    if len(target.shape) != len(input.shape):
+        raise ValueError(
+            "mape: target must be of the rank of input; received: "
+            + f"ranks {len(target.shape)} and {len(input.shape)}"
+        )
+
+
 def mape(input, target, *, reduction="mean"):
-    """Mean absolute percentage error over the last axis, as keras.losses.MeanAbsolutePercentageError.
+    """Mean absolute percentage error over the last axis, as
+    keras.losses.MeanAbsolutePercentageError.
 
     Args:
         input: float tensor of shape [*B, D]. Predictions.
@@ -46,6 +88,7 @@ def mape(input, target, *, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    _check_inputs(input, target)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
@@ -70,7 +113,8 @@ def mape(input, target, *, reduction="mean"):
 
 
 class Mape(nn.LossBase):
-    """Mean absolute percentage error over the last axis, as keras.losses.MeanAbsolutePercentageError.
+    """Mean absolute percentage error over the last axis, as
+    keras.losses.MeanAbsolutePercentageError.
 
     Calls :func:`mape` with the hyperparameters fixed at construction;
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.

@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: 30cb16212c082116d9c855270719c66ffd966efffc22411cf8491824f7a06fd3
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""Msle: Mean squared logarithmic error over the last axis, as keras.losses.MeanSquaredLogarithmicError.
+"""Msle: Mean squared logarithmic error over the last axis, as
+keras.losses.MeanSquaredLogarithmicError.
 
 mean((log(max(input, 1e-7) + 1) - log(max(target, 1e-7) + 1))**2) over the last axis,
 one value per sample: values at or below 0 are replaced by Keras's epsilon 1e-7. The
@@ -37,6 +38,46 @@ def _check(reduction):
         )
 
 
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+_INTS = (ms.int32, ms.int64)
+
+
+def _check_inputs(input, target):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise TypeError(
+            "msle: input must be a float tensor; received: " + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "msle: input must be a float tensor; received: " + f"{input.dtype}"
+        )
+    if len(input.shape) < 1:
+        raise ValueError(
+            "msle: input must be of shape [*B, D]; received: "
+            + f"rank {len(input.shape)}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise TypeError(
+            "msle: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS:
+        raise ValueError(
+            "msle: target must be a float tensor; received: " + f"{target.dtype}"
+        )
+    if len(target.shape) < 1:
+        raise ValueError(
+            "msle: target must be of shape [*B, D]; received: "
+            + f"rank {len(target.shape)}"
+        )
+    if len(target.shape) != len(input.shape):
+        raise ValueError(
+            "msle: target must be of the rank of input; received: "
+            + f"ranks {len(target.shape)} and {len(input.shape)}"
+        )
+
+
 def _log1p(x):
     """log(1 + x), accurate near 0 in float64: log(1 + x) * x / ((1 + x) - 1), and x where
     1 + x rounds to 1 (the CPU kernel computes log(1 + x))."""
@@ -50,7 +91,8 @@ def _log1p(x):
 
 
 def msle(input, target, *, reduction="mean"):
-    """Mean squared logarithmic error over the last axis, as keras.losses.MeanSquaredLogarithmicError.
+    """Mean squared logarithmic error over the last axis, as
+    keras.losses.MeanSquaredLogarithmicError.
 
     Args:
         input: float tensor of shape [*B, D]. Predictions.
@@ -61,6 +103,7 @@ def msle(input, target, *, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    _check_inputs(input, target)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
@@ -81,7 +124,8 @@ def msle(input, target, *, reduction="mean"):
 
 
 class Msle(nn.LossBase):
-    """Mean squared logarithmic error over the last axis, as keras.losses.MeanSquaredLogarithmicError.
+    """Mean squared logarithmic error over the last axis, as
+    keras.losses.MeanSquaredLogarithmicError.
 
     Calls :func:`msle` with the hyperparameters fixed at construction;
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.

@@ -61,6 +61,58 @@ def _check(p, margin, reduction):
         )
 
 
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+_INTS = (ms.int32, ms.int64)
+
+
+def _check_inputs(input, target, weight):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise TypeError(
+            "multi_margin: input must be a float tensor; received: "
+            + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "multi_margin: input must be a float tensor; received: " + f"{input.dtype}"
+        )
+    if len(input.shape) != 2:
+        raise ValueError(
+            "multi_margin: input must be of shape [N, C]; received: "
+            + f"rank {len(input.shape)}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise TypeError(
+            "multi_margin: target must be an int tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _INTS:
+        raise ValueError(
+            "multi_margin: target must be an int32 or int64 tensor; received: "
+            + f"{target.dtype}"
+        )
+    if len(target.shape) != 1:
+        raise ValueError(
+            "multi_margin: target must be of shape [N]; received: "
+            + f"rank {len(target.shape)}"
+        )
+    if isinstance(weight, (list, tuple, int, float)):
+        raise TypeError(
+            "multi_margin: weight must be a float tensor; received: "
+            + f"{type(weight).__name__}"
+        )
+    if weight is not None and weight.dtype not in _FLOATS:
+        raise ValueError(
+            "multi_margin: weight must be a float tensor; received: "
+            + f"{weight.dtype}"
+        )
+    if weight is not None and len(weight.shape) != 1:
+        raise ValueError(
+            "multi_margin: weight must be of shape [C]; received: "
+            + f"rank {len(weight.shape)}"
+        )
+
+
 def multi_margin(input, target, weight=None, *, p=1, margin=1.0, reduction="mean"):
     """Multi-class hinge loss on class indices, as torch.nn.MultiMarginLoss.
 
@@ -77,6 +129,7 @@ def multi_margin(input, target, weight=None, *, p=1, margin=1.0, reduction="mean
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(p, margin, reduction)
+    _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
@@ -137,7 +190,7 @@ class MultiMargin(nn.LossBase):
         return multi_margin(
             input,
             target,
-            weight,
+            weight=weight,
             p=self.p,
             margin=self.margin,
             reduction=self.reduction,

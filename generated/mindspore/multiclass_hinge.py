@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: ded10a6abab5e932be08f37e2d818df0fa12a2efc20a003c687088f088ed9041
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""MulticlassHinge: Multiclass (Crammer-Singer) hinge loss on integer labels, as optax.losses.multiclass_hinge_loss.
+"""MulticlassHinge: Multiclass (Crammer-Singer) hinge loss on integer labels, as
+optax.losses.multiclass_hinge_loss.
 
 max(0, 1 + max over j != y of s_j - s_y), written as max(s + 1 - one_hot(y)) - s_y over
 the class axis (the last): the term j = y contributes s_y, so the maximum is never below
@@ -35,8 +36,42 @@ def _check(reduction):
         )
 
 
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+_INTS = (ms.int32, ms.int64)
+
+
+def _check_inputs(scores, labels):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(scores, (list, tuple, int, float)):
+        raise TypeError(
+            "multiclass_hinge: scores must be a float tensor; received: "
+            + f"{type(scores).__name__}"
+        )
+    if scores.dtype not in _FLOATS:
+        raise ValueError(
+            "multiclass_hinge: scores must be a float tensor; received: "
+            + f"{scores.dtype}"
+        )
+    if len(scores.shape) < 1:
+        raise ValueError(
+            "multiclass_hinge: scores must be of shape [*B, C]; received: "
+            + f"rank {len(scores.shape)}"
+        )
+    if isinstance(labels, (list, tuple, int, float)):
+        raise TypeError(
+            "multiclass_hinge: labels must be an int tensor; received: "
+            + f"{type(labels).__name__}"
+        )
+    if labels.dtype not in _INTS:
+        raise ValueError(
+            "multiclass_hinge: labels must be an int32 or int64 tensor; received: "
+            + f"{labels.dtype}"
+        )
+
+
 def multiclass_hinge(scores, labels, *, reduction="mean"):
-    """Multiclass (Crammer-Singer) hinge loss on integer labels, as optax.losses.multiclass_hinge_loss.
+    """Multiclass (Crammer-Singer) hinge loss on integer labels, as
+    optax.losses.multiclass_hinge_loss.
 
     Args:
         scores: float tensor of shape [*B, C]. Scores.
@@ -47,6 +82,7 @@ def multiclass_hinge(scores, labels, *, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    _check_inputs(scores, labels)
     in_dtype = scores.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
@@ -69,7 +105,8 @@ def multiclass_hinge(scores, labels, *, reduction="mean"):
 
 
 class MulticlassHinge(nn.LossBase):
-    """Multiclass (Crammer-Singer) hinge loss on integer labels, as optax.losses.multiclass_hinge_loss.
+    """Multiclass (Crammer-Singer) hinge loss on integer labels, as
+    optax.losses.multiclass_hinge_loss.
 
     Calls :func:`multiclass_hinge` with the hyperparameters fixed at construction;
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.

@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: 364656452b330b5a3befac5f7a9e5858d62aecc1fe408fbb4af770dd5543a83c
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""MulticlassPerceptron: Multiclass perceptron loss on integer labels, as optax.losses.multiclass_perceptron_loss.
+"""MulticlassPerceptron: Multiclass perceptron loss on integer labels, as
+optax.losses.multiclass_perceptron_loss.
 
 max(s) - s_y over the class axis (the last): 0 when the labelled class scores highest.
 One value per example.
@@ -33,8 +34,42 @@ def _check(reduction):
         )
 
 
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+_INTS = (ms.int32, ms.int64)
+
+
+def _check_inputs(scores, labels):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(scores, (list, tuple, int, float)):
+        raise TypeError(
+            "multiclass_perceptron: scores must be a float tensor; received: "
+            + f"{type(scores).__name__}"
+        )
+    if scores.dtype not in _FLOATS:
+        raise ValueError(
+            "multiclass_perceptron: scores must be a float tensor; received: "
+            + f"{scores.dtype}"
+        )
+    if len(scores.shape) < 1:
+        raise ValueError(
+            "multiclass_perceptron: scores must be of shape [*B, C]; received: "
+            + f"rank {len(scores.shape)}"
+        )
+    if isinstance(labels, (list, tuple, int, float)):
+        raise TypeError(
+            "multiclass_perceptron: labels must be an int tensor; received: "
+            + f"{type(labels).__name__}"
+        )
+    if labels.dtype not in _INTS:
+        raise ValueError(
+            "multiclass_perceptron: labels must be an int32 or int64 tensor; received: "
+            + f"{labels.dtype}"
+        )
+
+
 def multiclass_perceptron(scores, labels, *, reduction="mean"):
-    """Multiclass perceptron loss on integer labels, as optax.losses.multiclass_perceptron_loss.
+    """Multiclass perceptron loss on integer labels, as
+    optax.losses.multiclass_perceptron_loss.
 
     Args:
         scores: float tensor of shape [*B, C]. Scores.
@@ -45,6 +80,7 @@ def multiclass_perceptron(scores, labels, *, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    _check_inputs(scores, labels)
     in_dtype = scores.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
@@ -64,7 +100,8 @@ def multiclass_perceptron(scores, labels, *, reduction="mean"):
 
 
 class MulticlassPerceptron(nn.LossBase):
-    """Multiclass perceptron loss on integer labels, as optax.losses.multiclass_perceptron_loss.
+    """Multiclass perceptron loss on integer labels, as
+    optax.losses.multiclass_perceptron_loss.
 
     Calls :func:`multiclass_perceptron` with the hyperparameters fixed at construction;
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.

@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: 2117e92e86bfa6c48d08e9f47b6daa588aac307b90ee49455f0974f8e84be051
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""Perceptron: Binary perceptron loss per element for targets -1 or 1, as optax.losses.perceptron_loss.
+"""Perceptron: Binary perceptron loss per element for targets -1 or 1, as
+optax.losses.perceptron_loss.
 
 max(0, -input * target) per element: 0 for a correct sign, the margin's size otherwise;
 'mean' divides by the number of elements.
@@ -31,8 +32,41 @@ def _check(reduction):
         )
 
 
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+_INTS = (ms.int32, ms.int64)
+
+
+def _check_inputs(input, target):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise TypeError(
+            "perceptron: input must be a float tensor; received: "
+            + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "perceptron: input must be a float tensor; received: " + f"{input.dtype}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise TypeError(
+            "perceptron: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS + _INTS:
+        raise ValueError(
+            "perceptron: target must be a float, int32 or int64 tensor; received: "
+            + f"{target.dtype}"
+        )
+    if len(target.shape) != len(input.shape):
+        raise ValueError(
+            "perceptron: target must be of the rank of input; received: "
+            + f"ranks {len(target.shape)} and {len(input.shape)}"
+        )
+
+
 def perceptron(input, target, *, reduction="mean"):
-    """Binary perceptron loss per element for targets -1 or 1, as optax.losses.perceptron_loss.
+    """Binary perceptron loss per element for targets -1 or 1, as
+    optax.losses.perceptron_loss.
 
     Args:
         input: float tensor of shape [*S]. Outputs of the decision function.
@@ -43,6 +77,9 @@ def perceptron(input, target, *, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    _check_inputs(input, target)
+    if target.dtype in _INTS:
+        target = ops.cast(target, input.dtype)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
@@ -59,7 +96,8 @@ def perceptron(input, target, *, reduction="mean"):
 
 
 class Perceptron(nn.LossBase):
-    """Binary perceptron loss per element for targets -1 or 1, as optax.losses.perceptron_loss.
+    """Binary perceptron loss per element for targets -1 or 1, as
+    optax.losses.perceptron_loss.
 
     Calls :func:`perceptron` with the hyperparameters fixed at construction;
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.

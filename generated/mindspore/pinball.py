@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: 5a5e786a478145aa25cbc9a29b9648aeb73a0bcfe74cb3708d1a6fec9c3cc239
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""Pinball: Pinball (quantile) loss for quantile regression, as sklearn.metrics.mean_pinball_loss.
+"""Pinball: Pinball (quantile) loss for quantile regression, as
+sklearn.metrics.mean_pinball_loss.
 
 alpha * (target - input) where the target lies above the prediction and (1 - alpha) *
 (input - target) where it lies below, for the quantile alpha; alpha = 0.5 is half the
@@ -44,8 +45,40 @@ def _check(alpha, reduction):
         )
 
 
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+_INTS = (ms.int32, ms.int64)
+
+
+def _check_inputs(input, target):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise TypeError(
+            "pinball: input must be a float tensor; received: "
+            + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "pinball: input must be a float tensor; received: " + f"{input.dtype}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise TypeError(
+            "pinball: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS:
+        raise ValueError(
+            "pinball: target must be a float tensor; received: " + f"{target.dtype}"
+        )
+    if len(target.shape) != len(input.shape):
+        raise ValueError(
+            "pinball: target must be of the rank of input; received: "
+            + f"ranks {len(target.shape)} and {len(input.shape)}"
+        )
+
+
 def pinball(input, target, *, alpha=0.5, reduction="mean"):
-    """Pinball (quantile) loss for quantile regression, as sklearn.metrics.mean_pinball_loss.
+    """Pinball (quantile) loss for quantile regression, as
+    sklearn.metrics.mean_pinball_loss.
 
     Args:
         input: float tensor of shape [*S]. Predicted quantiles.
@@ -57,6 +90,7 @@ def pinball(input, target, *, alpha=0.5, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(alpha, reduction)
+    _check_inputs(input, target)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
@@ -78,7 +112,8 @@ def pinball(input, target, *, alpha=0.5, reduction="mean"):
 
 
 class Pinball(nn.LossBase):
-    """Pinball (quantile) loss for quantile regression, as sklearn.metrics.mean_pinball_loss.
+    """Pinball (quantile) loss for quantile regression, as
+    sklearn.metrics.mean_pinball_loss.
 
     Calls :func:`pinball` with the hyperparameters fixed at construction;
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.

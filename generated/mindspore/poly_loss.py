@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: e8f88896c1daeebc3481a59475deb6e856e20ef9a5b86b8495bb15324e23bc46
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""PolyLoss: Poly-1 loss (Leng et al., 2022), cross-entropy plus epsilon * (1 - pt), as optax.losses.poly_loss_cross_entropy.
+"""PolyLoss: Poly-1 loss (Leng et al., 2022), cross-entropy plus epsilon * (1 - pt), as
+optax.losses.poly_loss_cross_entropy.
 
 -sum(labels * log_softmax(logits)) + epsilon * sum(labels * (1 - softmax(logits))) over
 the class axis (the last): the second sum is 1 - pt, pt the probability of the labelled
@@ -45,6 +46,47 @@ def _check(epsilon, reduction):
         )
 
 
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+_INTS = (ms.int32, ms.int64)
+
+
+def _check_inputs(logits, labels):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(logits, (list, tuple, int, float)):
+        raise TypeError(
+            "poly_loss: logits must be a float tensor; received: "
+            + f"{type(logits).__name__}"
+        )
+    if logits.dtype not in _FLOATS:
+        raise ValueError(
+            "poly_loss: logits must be a float tensor; received: " + f"{logits.dtype}"
+        )
+    if len(logits.shape) < 1:
+        raise ValueError(
+            "poly_loss: logits must be of shape [*B, C]; received: "
+            + f"rank {len(logits.shape)}"
+        )
+    if isinstance(labels, (list, tuple, int, float)):
+        raise TypeError(
+            "poly_loss: labels must be a float tensor; received: "
+            + f"{type(labels).__name__}"
+        )
+    if labels.dtype not in _FLOATS:
+        raise ValueError(
+            "poly_loss: labels must be a float tensor; received: " + f"{labels.dtype}"
+        )
+    if len(labels.shape) < 1:
+        raise ValueError(
+            "poly_loss: labels must be of shape [*B, C]; received: "
+            + f"rank {len(labels.shape)}"
+        )
+    if len(labels.shape) != len(logits.shape):
+        raise ValueError(
+            "poly_loss: labels must be of the rank of logits; received: "
+            + f"ranks {len(labels.shape)} and {len(logits.shape)}"
+        )
+
+
 def _expm1(x):
     """exp(x) - 1, accurate near 0 in float64: (exp(x) - 1) * x / log(exp(x)), and x where
     exp(x) rounds to 1 (the CPU kernel loses x below about 1e-8)."""
@@ -59,7 +101,8 @@ def _expm1(x):
 
 
 def poly_loss(logits, labels, *, epsilon=2.0, reduction="mean"):
-    """Poly-1 loss (Leng et al., 2022), cross-entropy plus epsilon * (1 - pt), as optax.losses.poly_loss_cross_entropy.
+    """Poly-1 loss (Leng et al., 2022), cross-entropy plus epsilon * (1 - pt), as
+    optax.losses.poly_loss_cross_entropy.
 
     Args:
         logits: float tensor of shape [*B, C]. Logits.
@@ -73,6 +116,7 @@ def poly_loss(logits, labels, *, epsilon=2.0, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(epsilon, reduction)
+    _check_inputs(logits, labels)
     in_dtype = logits.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
@@ -95,7 +139,8 @@ def poly_loss(logits, labels, *, epsilon=2.0, reduction="mean"):
 
 
 class PolyLoss(nn.LossBase):
-    """Poly-1 loss (Leng et al., 2022), cross-entropy plus epsilon * (1 - pt), as optax.losses.poly_loss_cross_entropy.
+    """Poly-1 loss (Leng et al., 2022), cross-entropy plus epsilon * (1 - pt), as
+    optax.losses.poly_loss_cross_entropy.
 
     Calls :func:`poly_loss` with the hyperparameters fixed at construction;
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.

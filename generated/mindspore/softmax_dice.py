@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: d7c773947bf616b8a3e2f6c374ea50c8dc6ee65be457c4929a4d19f6cbdcf7e2
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""SoftmaxDice: Multi-class soft Dice (Tversky-weighted) loss on logits, one value per sample, as optax.losses.dice_loss.
+"""SoftmaxDice: Multi-class soft Dice (Tversky-weighted) loss on logits, one value per
+sample, as optax.losses.dice_loss.
 
 With p = softmax(logits) over the class axis, per class c over the positions of a
 sample: I = sum(p * t), dice_c = 1 - (I + smooth) / (I + alpha * (sum(p) - I) + beta *
@@ -76,8 +77,47 @@ def _check(smooth, alpha, beta, reduction):
         )
 
 
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+_INTS = (ms.int32, ms.int64)
+
+
+def _check_inputs(logits, targets):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(logits, (list, tuple, int, float)):
+        raise TypeError(
+            "softmax_dice: logits must be a float tensor; received: "
+            + f"{type(logits).__name__}"
+        )
+    if logits.dtype not in _FLOATS:
+        raise ValueError(
+            "softmax_dice: logits must be a float tensor; received: "
+            + f"{logits.dtype}"
+        )
+    if len(logits.shape) != 3:
+        raise ValueError(
+            "softmax_dice: logits must be of shape [N, P, C]; received: "
+            + f"rank {len(logits.shape)}"
+        )
+    if isinstance(targets, (list, tuple, int, float)):
+        raise TypeError(
+            "softmax_dice: targets must be a float tensor; received: "
+            + f"{type(targets).__name__}"
+        )
+    if targets.dtype not in _FLOATS + _INTS:
+        raise ValueError(
+            "softmax_dice: targets must be a float, int32 or int64 tensor; received: "
+            + f"{targets.dtype}"
+        )
+    if len(targets.shape) != 3:
+        raise ValueError(
+            "softmax_dice: targets must be of shape [N, P, C]; received: "
+            + f"rank {len(targets.shape)}"
+        )
+
+
 def softmax_dice(logits, targets, *, smooth=1.0, alpha=0.5, beta=0.5, reduction="mean"):
-    """Multi-class soft Dice (Tversky-weighted) loss on logits, one value per sample, as optax.losses.dice_loss.
+    """Multi-class soft Dice (Tversky-weighted) loss on logits, one value per sample, as
+    optax.losses.dice_loss.
 
     Args:
         logits: float tensor of shape [N, P, C]. Logits per position and class.
@@ -91,6 +131,9 @@ def softmax_dice(logits, targets, *, smooth=1.0, alpha=0.5, beta=0.5, reduction=
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(smooth, alpha, beta, reduction)
+    _check_inputs(logits, targets)
+    if targets.dtype in _INTS:
+        targets = ops.cast(targets, logits.dtype)
     in_dtype = logits.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
@@ -120,7 +163,8 @@ def softmax_dice(logits, targets, *, smooth=1.0, alpha=0.5, beta=0.5, reduction=
 
 
 class SoftmaxDice(nn.LossBase):
-    """Multi-class soft Dice (Tversky-weighted) loss on logits, one value per sample, as optax.losses.dice_loss.
+    """Multi-class soft Dice (Tversky-weighted) loss on logits, one value per sample, as
+    optax.losses.dice_loss.
 
     Calls :func:`softmax_dice` with the hyperparameters fixed at construction;
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.

@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: 52409fc4f4f958eadf0f89f101dad5f5fd632be8ae6d971f54d4e9e789ddb5d2
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""Tversky: Tversky loss (Salehi et al., 2017) for segmentation, one value per sample, as keras.losses.Tversky.
+"""Tversky: Tversky loss (Salehi et al., 2017) for segmentation, one value per sample,
+as keras.losses.Tversky.
 
 1 - TP / (TP + alpha * FN + beta * FP + 1e-7) over the positions of each sample, with TP
 = sum(p * y), FN = sum((1 - p) * y), FP = sum(p * (1 - y)); alpha = beta = 0.5 is the
@@ -61,8 +62,45 @@ def _check(alpha, beta, reduction):
         )
 
 
+_FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
+_INTS = (ms.int32, ms.int64)
+
+
+def _check_inputs(input, target):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise TypeError(
+            "tversky: input must be a float tensor; received: "
+            + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "tversky: input must be a float tensor; received: " + f"{input.dtype}"
+        )
+    if len(input.shape) != 2:
+        raise ValueError(
+            "tversky: input must be of shape [N, P]; received: "
+            + f"rank {len(input.shape)}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise TypeError(
+            "tversky: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS:
+        raise ValueError(
+            "tversky: target must be a float tensor; received: " + f"{target.dtype}"
+        )
+    if len(target.shape) != 2:
+        raise ValueError(
+            "tversky: target must be of shape [N, P]; received: "
+            + f"rank {len(target.shape)}"
+        )
+
+
 def tversky(input, target, *, alpha=0.5, beta=0.5, reduction="mean"):
-    """Tversky loss (Salehi et al., 2017) for segmentation, one value per sample, as keras.losses.Tversky.
+    """Tversky loss (Salehi et al., 2017) for segmentation, one value per sample, as
+    keras.losses.Tversky.
 
     Args:
         input: float tensor of shape [N, P], values in [0, 1]. Predicted foreground
@@ -78,6 +116,7 @@ def tversky(input, target, *, alpha=0.5, beta=0.5, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(alpha, beta, reduction)
+    _check_inputs(input, target)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
@@ -101,7 +140,8 @@ def tversky(input, target, *, alpha=0.5, beta=0.5, reduction="mean"):
 
 
 class Tversky(nn.LossBase):
-    """Tversky loss (Salehi et al., 2017) for segmentation, one value per sample, as keras.losses.Tversky.
+    """Tversky loss (Salehi et al., 2017) for segmentation, one value per sample, as
+    keras.losses.Tversky.
 
     Calls :func:`tversky` with the hyperparameters fixed at construction;
     they are compile-time constants under ``ms.jit`` and GRAPH_MODE.

@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: 3c81d45b1e74f427147901497b65cf3a95c5eecece0071cacf9724a7d7ed7e66
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""BinaryHinge: Binary hinge loss per element for targets -1 or 1, as optax.losses.hinge_loss.
+"""BinaryHinge: Binary hinge loss per element for targets -1 or 1, as
+optax.losses.hinge_loss.
 
 max(0, 1 - input * target) per element (no average over an axis, unlike hinge); 'mean'
 divides by the number of elements.
@@ -31,6 +32,38 @@ def _check(reduction):
         )
 
 
+_FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+_INTS = (paddle.int32, paddle.int64)
+
+
+def _check_inputs(input, target):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise TypeError(
+            "binary_hinge: input must be a float tensor; received: "
+            + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "binary_hinge: input must be a float tensor; received: " + f"{input.dtype}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise TypeError(
+            "binary_hinge: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS + _INTS:
+        raise ValueError(
+            "binary_hinge: target must be a float, int32 or int64 tensor; received: "
+            + f"{target.dtype}"
+        )
+    if len(target.shape) != len(input.shape):
+        raise ValueError(
+            "binary_hinge: target must be of the rank of input; received: "
+            + f"ranks {len(target.shape)} and {len(input.shape)}"
+        )
+
+
 def binary_hinge(input, target, *, reduction="mean"):
     """Binary hinge loss per element for targets -1 or 1, as optax.losses.hinge_loss.
 
@@ -43,6 +76,9 @@ def binary_hinge(input, target, *, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    _check_inputs(input, target)
+    if target.dtype in _INTS:
+        target = paddle.cast(target, input.dtype)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype

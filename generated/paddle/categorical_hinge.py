@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: 4930e6984b0f25abd51301b7e06008c1575539e6959a905cf6406574210eedfa
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""CategoricalHinge: Categorical (Crammer-Singer style) hinge loss on one-hot targets, as keras.losses.CategoricalHinge.
+"""CategoricalHinge: Categorical (Crammer-Singer style) hinge loss on one-hot targets,
+as keras.losses.CategoricalHinge.
 
 max(neg - pos + 1, 0) with pos = sum(target * input) and neg = max((1 - target) * input)
 over the class axis (the last), one value per sample.
@@ -35,6 +36,49 @@ def _check(reduction):
         )
 
 
+_FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+_INTS = (paddle.int32, paddle.int64)
+
+
+def _check_inputs(input, target):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise TypeError(
+            "categorical_hinge: input must be a float tensor; received: "
+            + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "categorical_hinge: input must be a float tensor; received: "
+            + f"{input.dtype}"
+        )
+    if len(input.shape) < 1:
+        raise ValueError(
+            "categorical_hinge: input must be of shape [*B, C]; received: "
+            + f"rank {len(input.shape)}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise TypeError(
+            "categorical_hinge: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS + _INTS:
+        raise ValueError(
+            "categorical_hinge: target must be a float, int32 or int64 tensor; received: "
+            + f"{target.dtype}"
+        )
+    if len(target.shape) < 1:
+        raise ValueError(
+            "categorical_hinge: target must be of shape [*B, C]; received: "
+            + f"rank {len(target.shape)}"
+        )
+    if len(target.shape) != len(input.shape):
+        raise ValueError(
+            "categorical_hinge: target must be of the rank of input; received: "
+            + f"ranks {len(target.shape)} and {len(input.shape)}"
+        )
+
+
 def _shape(x):
     """x's shape as a tuple, with sizes unknown until run time read as tensors.
 
@@ -49,7 +93,8 @@ def _shape(x):
 
 
 def categorical_hinge(input, target, *, reduction="mean"):
-    """Categorical (Crammer-Singer style) hinge loss on one-hot targets, as keras.losses.CategoricalHinge.
+    """Categorical (Crammer-Singer style) hinge loss on one-hot targets, as
+    keras.losses.CategoricalHinge.
 
     Args:
         input: float tensor of shape [*B, C]. Scores.
@@ -60,6 +105,9 @@ def categorical_hinge(input, target, *, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    _check_inputs(input, target)
+    if target.dtype in _INTS:
+        target = paddle.cast(target, input.dtype)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
@@ -79,7 +127,8 @@ def categorical_hinge(input, target, *, reduction="mean"):
 
 
 class CategoricalHinge(nn.Layer):
-    """Categorical (Crammer-Singer style) hinge loss on one-hot targets, as keras.losses.CategoricalHinge.
+    """Categorical (Crammer-Singer style) hinge loss on one-hot targets, as
+    keras.losses.CategoricalHinge.
 
     Calls :func:`categorical_hinge` with the hyperparameters fixed at construction;
     works eagerly and under ``paddle.jit.to_static``.

@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: c8ad20603357fdbf1763fd2479ced026ab428b61b3430f176de5991359b67c56
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""CosineDistance: Cosine distance 1 - cos over the last axis, as optax.losses.cosine_distance.
+"""CosineDistance: Cosine distance 1 - cos over the last axis, as
+optax.losses.cosine_distance.
 
 1 - sum(p * t) / (sqrt(max(|p|^2, epsilon)) * sqrt(max(|t|^2, epsilon))) over the last
 axis (epsilon 0 by default). One value per example. optax's docstring calls epsilon the
@@ -50,6 +51,49 @@ def _check(epsilon, reduction):
         )
 
 
+_FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+_INTS = (paddle.int32, paddle.int64)
+
+
+def _check_inputs(predictions, targets):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(predictions, (list, tuple, int, float)):
+        raise TypeError(
+            "cosine_distance: predictions must be a float tensor; received: "
+            + f"{type(predictions).__name__}"
+        )
+    if predictions.dtype not in _FLOATS:
+        raise ValueError(
+            "cosine_distance: predictions must be a float tensor; received: "
+            + f"{predictions.dtype}"
+        )
+    if len(predictions.shape) < 1:
+        raise ValueError(
+            "cosine_distance: predictions must be of shape [*B, D]; received: "
+            + f"rank {len(predictions.shape)}"
+        )
+    if isinstance(targets, (list, tuple, int, float)):
+        raise TypeError(
+            "cosine_distance: targets must be a float tensor; received: "
+            + f"{type(targets).__name__}"
+        )
+    if targets.dtype not in _FLOATS:
+        raise ValueError(
+            "cosine_distance: targets must be a float tensor; received: "
+            + f"{targets.dtype}"
+        )
+    if len(targets.shape) < 1:
+        raise ValueError(
+            "cosine_distance: targets must be of shape [*B, D]; received: "
+            + f"rank {len(targets.shape)}"
+        )
+    if len(targets.shape) != len(predictions.shape):
+        raise ValueError(
+            "cosine_distance: targets must be of the rank of predictions; received: "
+            + f"ranks {len(targets.shape)} and {len(predictions.shape)}"
+        )
+
+
 def _shape(x):
     """x's shape as a tuple, with sizes unknown until run time read as tensors.
 
@@ -76,6 +120,7 @@ def cosine_distance(predictions, targets, *, epsilon=0.0, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(epsilon, reduction)
+    _check_inputs(predictions, targets)
     in_dtype = predictions.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype

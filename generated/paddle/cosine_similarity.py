@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: 7d9b5a29fe63129e6a66d06a682b94fab90e99161b9a62ca2c84a1f3c0ca6009
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""CosineSimilarity: Negative cosine similarity over the last axis, as keras.losses.CosineSimilarity.
+"""CosineSimilarity: Negative cosine similarity over the last axis, as
+keras.losses.CosineSimilarity.
 
 -sum(normalize(target) * normalize(input)) over the last axis, with normalize(x) = x /
 max(norm(x), 1e-7) (keras.ops.normalize with Keras's epsilon), so a zero vector gives 0;
@@ -45,6 +46,49 @@ def _check(reduction):
         )
 
 
+_FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+_INTS = (paddle.int32, paddle.int64)
+
+
+def _check_inputs(input, target):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise TypeError(
+            "cosine_similarity: input must be a float tensor; received: "
+            + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "cosine_similarity: input must be a float tensor; received: "
+            + f"{input.dtype}"
+        )
+    if len(input.shape) < 1:
+        raise ValueError(
+            "cosine_similarity: input must be of shape [*B, D]; received: "
+            + f"rank {len(input.shape)}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise TypeError(
+            "cosine_similarity: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS:
+        raise ValueError(
+            "cosine_similarity: target must be a float tensor; received: "
+            + f"{target.dtype}"
+        )
+    if len(target.shape) < 1:
+        raise ValueError(
+            "cosine_similarity: target must be of shape [*B, D]; received: "
+            + f"rank {len(target.shape)}"
+        )
+    if len(target.shape) != len(input.shape):
+        raise ValueError(
+            "cosine_similarity: target must be of the rank of input; received: "
+            + f"ranks {len(target.shape)} and {len(input.shape)}"
+        )
+
+
 def _shape(x):
     """x's shape as a tuple, with sizes unknown until run time read as tensors.
 
@@ -70,6 +114,7 @@ def cosine_similarity(input, target, *, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    _check_inputs(input, target)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype

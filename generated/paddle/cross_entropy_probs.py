@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: dbaf20bce0fe37ce381ce91d2ec0b3d1ea209286e147bf2be59bd02b0bda5a9c
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""CrossEntropyProbs: Cross-entropy of logits and probability targets, as torch.nn.functional.cross_entropy.
+"""CrossEntropyProbs: Cross-entropy of logits and probability targets, as
+torch.nn.functional.cross_entropy.
 
 -sum(w * q' * log_softmax(input)) over the class axis (axis 1), with q' = (1 - s) * q +
 s / C for label smoothing s; 'mean' divides by the number of positions (not by the
@@ -50,6 +51,64 @@ def _check(label_smoothing, reduction):
         )
 
 
+_FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+_INTS = (paddle.int32, paddle.int64)
+
+
+def _check_inputs(input, target, weight):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise TypeError(
+            "cross_entropy_probs: input must be a float tensor; received: "
+            + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "cross_entropy_probs: input must be a float tensor; received: "
+            + f"{input.dtype}"
+        )
+    if len(input.shape) < 2:
+        raise ValueError(
+            "cross_entropy_probs: input must be of shape [N, C, *D]; received: "
+            + f"rank {len(input.shape)}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise TypeError(
+            "cross_entropy_probs: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS:
+        raise ValueError(
+            "cross_entropy_probs: target must be a float tensor; received: "
+            + f"{target.dtype}"
+        )
+    if len(target.shape) < 2:
+        raise ValueError(
+            "cross_entropy_probs: target must be of shape [N, C, *D]; received: "
+            + f"rank {len(target.shape)}"
+        )
+    if len(target.shape) != len(input.shape):
+        raise ValueError(
+            "cross_entropy_probs: target must be of the rank of input; received: "
+            + f"ranks {len(target.shape)} and {len(input.shape)}"
+        )
+    if isinstance(weight, (list, tuple, int, float)):
+        raise TypeError(
+            "cross_entropy_probs: weight must be a float tensor; received: "
+            + f"{type(weight).__name__}"
+        )
+    if weight is not None and weight.dtype not in _FLOATS:
+        raise ValueError(
+            "cross_entropy_probs: weight must be a float tensor; received: "
+            + f"{weight.dtype}"
+        )
+    if weight is not None and len(weight.shape) != 1:
+        raise ValueError(
+            "cross_entropy_probs: weight must be of shape [C]; received: "
+            + f"rank {len(weight.shape)}"
+        )
+
+
 def _logsumexp(x, axis):
     """log(sum(exp(x), axis)), keeping the axis; exact for logits of any size.
 
@@ -76,7 +135,8 @@ def _shape(x):
 def cross_entropy_probs(
     input, target, weight=None, *, label_smoothing=0.0, reduction="mean"
 ):
-    """Cross-entropy of logits and probability targets, as torch.nn.functional.cross_entropy.
+    """Cross-entropy of logits and probability targets, as
+    torch.nn.functional.cross_entropy.
 
     Args:
         input: float tensor of shape [N, C, *D]. Logits.
@@ -91,6 +151,7 @@ def cross_entropy_probs(
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(label_smoothing, reduction)
+    _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
@@ -135,7 +196,8 @@ def cross_entropy_probs(
 
 
 class CrossEntropyProbs(nn.Layer):
-    """Cross-entropy of logits and probability targets, as torch.nn.functional.cross_entropy.
+    """Cross-entropy of logits and probability targets, as
+    torch.nn.functional.cross_entropy.
 
     Calls :func:`cross_entropy_probs` with the hyperparameters fixed at construction;
     works eagerly and under ``paddle.jit.to_static``.
@@ -151,7 +213,7 @@ class CrossEntropyProbs(nn.Layer):
         return cross_entropy_probs(
             input,
             target,
-            weight,
+            weight=weight,
             label_smoothing=self.label_smoothing,
             reduction=self.reduction,
         )

@@ -41,6 +41,41 @@ def _check(reduction):
         )
 
 
+_FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+_INTS = (paddle.int32, paddle.int64)
+
+
+def _check_inputs(probs, target):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(probs, (list, tuple, int, float)):
+        raise TypeError(
+            "dice: probs must be a float tensor; received: " + f"{type(probs).__name__}"
+        )
+    if probs.dtype not in _FLOATS:
+        raise ValueError(
+            "dice: probs must be a float tensor; received: " + f"{probs.dtype}"
+        )
+    if len(probs.shape) != 2:
+        raise ValueError(
+            "dice: probs must be of shape [N, P]; received: "
+            + f"rank {len(probs.shape)}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise TypeError(
+            "dice: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS:
+        raise ValueError(
+            "dice: target must be a float tensor; received: " + f"{target.dtype}"
+        )
+    if len(target.shape) != 2:
+        raise ValueError(
+            "dice: target must be of shape [N, P]; received: "
+            + f"rank {len(target.shape)}"
+        )
+
+
 def _shape(x):
     """x's shape as a tuple, with sizes unknown until run time read as tensors.
 
@@ -68,6 +103,7 @@ def dice(probs, target, *, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    _check_inputs(probs, target)
     in_dtype = probs.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype

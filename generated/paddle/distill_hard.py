@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: b228c13342e51f4e3eacc31c18980d0ab9e6cc4f996109bf40ee84c614bbb30b
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""DistillHard: Cross-entropy of the student against the teacher's argmax (hard pseudo-labels).
+"""DistillHard: Cross-entropy of the student against the teacher's argmax (hard
+pseudo-labels).
 
 Hard-label knowledge distillation: the teacher's most likely class, argmax over the
 class axis (the first one at ties, as in both frameworks), is the label of the student's
@@ -35,6 +36,44 @@ def _check(reduction):
         raise ValueError(
             "distill_hard: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
+        )
+
+
+_FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+_INTS = (paddle.int32, paddle.int64)
+
+
+def _check_inputs(student, teacher):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(student, (list, tuple, int, float)):
+        raise TypeError(
+            "distill_hard: student must be a float tensor; received: "
+            + f"{type(student).__name__}"
+        )
+    if student.dtype not in _FLOATS:
+        raise ValueError(
+            "distill_hard: student must be a float tensor; received: "
+            + f"{student.dtype}"
+        )
+    if len(student.shape) != 2:
+        raise ValueError(
+            "distill_hard: student must be of shape [N, C]; received: "
+            + f"rank {len(student.shape)}"
+        )
+    if isinstance(teacher, (list, tuple, int, float)):
+        raise TypeError(
+            "distill_hard: teacher must be a float tensor; received: "
+            + f"{type(teacher).__name__}"
+        )
+    if teacher.dtype not in _FLOATS:
+        raise ValueError(
+            "distill_hard: teacher must be a float tensor; received: "
+            + f"{teacher.dtype}"
+        )
+    if len(teacher.shape) != 2:
+        raise ValueError(
+            "distill_hard: teacher must be of shape [N, C]; received: "
+            + f"rank {len(teacher.shape)}"
         )
 
 
@@ -73,6 +112,7 @@ def distill_hard(student, teacher, *, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    _check_inputs(student, teacher)
     in_dtype = student.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype

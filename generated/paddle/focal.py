@@ -58,6 +58,41 @@ def _check(alpha, gamma, reduction):
         )
 
 
+_FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+_INTS = (paddle.int32, paddle.int64)
+
+
+def _check_inputs(logits, label):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(logits, (list, tuple, int, float)):
+        raise TypeError(
+            "focal: logits must be a float tensor; received: "
+            + f"{type(logits).__name__}"
+        )
+    if logits.dtype not in _FLOATS:
+        raise ValueError(
+            "focal: logits must be a float tensor; received: " + f"{logits.dtype}"
+        )
+    if len(logits.shape) != 2:
+        raise ValueError(
+            "focal: logits must be of shape [N, C]; received: "
+            + f"rank {len(logits.shape)}"
+        )
+    if isinstance(label, (list, tuple, int, float)):
+        raise TypeError(
+            "focal: label must be an int tensor; received: " + f"{type(label).__name__}"
+        )
+    if label.dtype not in _INTS:
+        raise ValueError(
+            "focal: label must be an int32 or int64 tensor; received: "
+            + f"{label.dtype}"
+        )
+    if len(label.shape) != 1:
+        raise ValueError(
+            "focal: label must be of shape [N]; received: " + f"rank {len(label.shape)}"
+        )
+
+
 def _logsumexp(x, axis):
     """log(sum(exp(x), axis)), keeping the axis; exact for logits of any size.
 
@@ -96,6 +131,7 @@ def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(alpha, gamma, reduction)
+    _check_inputs(logits, label)
     in_dtype = logits.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype

@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: ded10a6abab5e932be08f37e2d818df0fa12a2efc20a003c687088f088ed9041
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""MulticlassHinge: Multiclass (Crammer-Singer) hinge loss on integer labels, as optax.losses.multiclass_hinge_loss.
+"""MulticlassHinge: Multiclass (Crammer-Singer) hinge loss on integer labels, as
+optax.losses.multiclass_hinge_loss.
 
 max(0, 1 + max over j != y of s_j - s_y), written as max(s + 1 - one_hot(y)) - s_y over
 the class axis (the last): the term j = y contributes s_y, so the maximum is never below
@@ -35,6 +36,39 @@ def _check(reduction):
         )
 
 
+_FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+_INTS = (paddle.int32, paddle.int64)
+
+
+def _check_inputs(scores, labels):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(scores, (list, tuple, int, float)):
+        raise TypeError(
+            "multiclass_hinge: scores must be a float tensor; received: "
+            + f"{type(scores).__name__}"
+        )
+    if scores.dtype not in _FLOATS:
+        raise ValueError(
+            "multiclass_hinge: scores must be a float tensor; received: "
+            + f"{scores.dtype}"
+        )
+    if len(scores.shape) < 1:
+        raise ValueError(
+            "multiclass_hinge: scores must be of shape [*B, C]; received: "
+            + f"rank {len(scores.shape)}"
+        )
+    if isinstance(labels, (list, tuple, int, float)):
+        raise TypeError(
+            "multiclass_hinge: labels must be an int tensor; received: "
+            + f"{type(labels).__name__}"
+        )
+    if labels.dtype not in _INTS:
+        raise ValueError(
+            "multiclass_hinge: labels must be an int32 or int64 tensor; received: "
+            + f"{labels.dtype}"
+        )
+
+
 def _shape(x):
     """x's shape as a tuple, with sizes unknown until run time read as tensors.
 
@@ -49,7 +83,8 @@ def _shape(x):
 
 
 def multiclass_hinge(scores, labels, *, reduction="mean"):
-    """Multiclass (Crammer-Singer) hinge loss on integer labels, as optax.losses.multiclass_hinge_loss.
+    """Multiclass (Crammer-Singer) hinge loss on integer labels, as
+    optax.losses.multiclass_hinge_loss.
 
     Args:
         scores: float tensor of shape [*B, C]. Scores.
@@ -60,6 +95,7 @@ def multiclass_hinge(scores, labels, *, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    _check_inputs(scores, labels)
     in_dtype = scores.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
@@ -82,7 +118,8 @@ def multiclass_hinge(scores, labels, *, reduction="mean"):
 
 
 class MulticlassHinge(nn.Layer):
-    """Multiclass (Crammer-Singer) hinge loss on integer labels, as optax.losses.multiclass_hinge_loss.
+    """Multiclass (Crammer-Singer) hinge loss on integer labels, as
+    optax.losses.multiclass_hinge_loss.
 
     Calls :func:`multiclass_hinge` with the hyperparameters fixed at construction;
     works eagerly and under ``paddle.jit.to_static``.

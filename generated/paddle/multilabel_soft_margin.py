@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: cce9c4f43e81a033b7ecf3547a209331e9e303ecf33f6ee2be72e51f7b504929
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""MultilabelSoftMargin: Multi-label one-versus-all logistic loss, as torch.nn.MultiLabelSoftMarginLoss.
+"""MultilabelSoftMargin: Multi-label one-versus-all logistic loss, as
+torch.nn.MultiLabelSoftMarginLoss.
 
 -(1/C) * sum over classes of w * (y * log(sigmoid(x)) + (1 - y) * log(1 - sigmoid(x)))
 for targets 0 or 1, one value per sample; 'mean' divides by the number of samples.
@@ -37,6 +38,59 @@ def _check(reduction):
         )
 
 
+_FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+_INTS = (paddle.int32, paddle.int64)
+
+
+def _check_inputs(input, target, weight):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise TypeError(
+            "multilabel_soft_margin: input must be a float tensor; received: "
+            + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "multilabel_soft_margin: input must be a float tensor; received: "
+            + f"{input.dtype}"
+        )
+    if len(input.shape) != 2:
+        raise ValueError(
+            "multilabel_soft_margin: input must be of shape [N, C]; received: "
+            + f"rank {len(input.shape)}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise TypeError(
+            "multilabel_soft_margin: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS + _INTS:
+        raise ValueError(
+            "multilabel_soft_margin: target must be a float, int32 or int64 tensor; received: "
+            + f"{target.dtype}"
+        )
+    if len(target.shape) != 2:
+        raise ValueError(
+            "multilabel_soft_margin: target must be of shape [N, C]; received: "
+            + f"rank {len(target.shape)}"
+        )
+    if isinstance(weight, (list, tuple, int, float)):
+        raise TypeError(
+            "multilabel_soft_margin: weight must be a float tensor; received: "
+            + f"{type(weight).__name__}"
+        )
+    if weight is not None and weight.dtype not in _FLOATS:
+        raise ValueError(
+            "multilabel_soft_margin: weight must be a float tensor; received: "
+            + f"{weight.dtype}"
+        )
+    if weight is not None and len(weight.shape) != 1:
+        raise ValueError(
+            "multilabel_soft_margin: weight must be of shape [C]; received: "
+            + f"rank {len(weight.shape)}"
+        )
+
+
 def _shape(x):
     """x's shape as a tuple, with sizes unknown until run time read as tensors.
 
@@ -65,6 +119,9 @@ def multilabel_soft_margin(input, target, weight=None, *, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    _check_inputs(input, target, weight)
+    if target.dtype in _INTS:
+        target = paddle.cast(target, input.dtype)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
@@ -116,4 +173,6 @@ class MultilabelSoftMargin(nn.Layer):
         self.reduction = reduction
 
     def forward(self, input, target, weight=None):
-        return multilabel_soft_margin(input, target, weight, reduction=self.reduction)
+        return multilabel_soft_margin(
+            input, target, weight=weight, reduction=self.reduction
+        )

@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: e8f88896c1daeebc3481a59475deb6e856e20ef9a5b86b8495bb15324e23bc46
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""PolyLoss: Poly-1 loss (Leng et al., 2022), cross-entropy plus epsilon * (1 - pt), as optax.losses.poly_loss_cross_entropy.
+"""PolyLoss: Poly-1 loss (Leng et al., 2022), cross-entropy plus epsilon * (1 - pt), as
+optax.losses.poly_loss_cross_entropy.
 
 -sum(labels * log_softmax(logits)) + epsilon * sum(labels * (1 - softmax(logits))) over
 the class axis (the last): the second sum is 1 - pt, pt the probability of the labelled
@@ -45,6 +46,47 @@ def _check(epsilon, reduction):
         )
 
 
+_FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+_INTS = (paddle.int32, paddle.int64)
+
+
+def _check_inputs(logits, labels):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(logits, (list, tuple, int, float)):
+        raise TypeError(
+            "poly_loss: logits must be a float tensor; received: "
+            + f"{type(logits).__name__}"
+        )
+    if logits.dtype not in _FLOATS:
+        raise ValueError(
+            "poly_loss: logits must be a float tensor; received: " + f"{logits.dtype}"
+        )
+    if len(logits.shape) < 1:
+        raise ValueError(
+            "poly_loss: logits must be of shape [*B, C]; received: "
+            + f"rank {len(logits.shape)}"
+        )
+    if isinstance(labels, (list, tuple, int, float)):
+        raise TypeError(
+            "poly_loss: labels must be a float tensor; received: "
+            + f"{type(labels).__name__}"
+        )
+    if labels.dtype not in _FLOATS:
+        raise ValueError(
+            "poly_loss: labels must be a float tensor; received: " + f"{labels.dtype}"
+        )
+    if len(labels.shape) < 1:
+        raise ValueError(
+            "poly_loss: labels must be of shape [*B, C]; received: "
+            + f"rank {len(labels.shape)}"
+        )
+    if len(labels.shape) != len(logits.shape):
+        raise ValueError(
+            "poly_loss: labels must be of the rank of logits; received: "
+            + f"ranks {len(labels.shape)} and {len(logits.shape)}"
+        )
+
+
 def _logsumexp(x, axis):
     """log(sum(exp(x), axis)), keeping the axis; exact for logits of any size.
 
@@ -69,7 +111,8 @@ def _shape(x):
 
 
 def poly_loss(logits, labels, *, epsilon=2.0, reduction="mean"):
-    """Poly-1 loss (Leng et al., 2022), cross-entropy plus epsilon * (1 - pt), as optax.losses.poly_loss_cross_entropy.
+    """Poly-1 loss (Leng et al., 2022), cross-entropy plus epsilon * (1 - pt), as
+    optax.losses.poly_loss_cross_entropy.
 
     Args:
         logits: float tensor of shape [*B, C]. Logits.
@@ -83,6 +126,7 @@ def poly_loss(logits, labels, *, epsilon=2.0, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(epsilon, reduction)
+    _check_inputs(logits, labels)
     in_dtype = logits.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
@@ -107,7 +151,8 @@ def poly_loss(logits, labels, *, epsilon=2.0, reduction="mean"):
 
 
 class PolyLoss(nn.Layer):
-    """Poly-1 loss (Leng et al., 2022), cross-entropy plus epsilon * (1 - pt), as optax.losses.poly_loss_cross_entropy.
+    """Poly-1 loss (Leng et al., 2022), cross-entropy plus epsilon * (1 - pt), as
+    optax.losses.poly_loss_cross_entropy.
 
     Calls :func:`poly_loss` with the hyperparameters fixed at construction;
     works eagerly and under ``paddle.jit.to_static``.

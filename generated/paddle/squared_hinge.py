@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: 516538b1715706f93945464f025ea0c8dfebc276e9176e7e19fea84fc3d7e61a
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""SquaredHinge: Squared hinge loss averaged over the last axis, as keras.losses.SquaredHinge.
+"""SquaredHinge: Squared hinge loss averaged over the last axis, as
+keras.losses.SquaredHinge.
 
 mean(max(1 - target * input, 0)**2) over the last axis, one value per sample, for
 targets -1 or 1; 'mean' divides by the number of samples.
@@ -31,6 +32,48 @@ def _check(reduction):
         )
 
 
+_FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+_INTS = (paddle.int32, paddle.int64)
+
+
+def _check_inputs(input, target):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise TypeError(
+            "squared_hinge: input must be a float tensor; received: "
+            + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "squared_hinge: input must be a float tensor; received: " + f"{input.dtype}"
+        )
+    if len(input.shape) < 1:
+        raise ValueError(
+            "squared_hinge: input must be of shape [*B, D]; received: "
+            + f"rank {len(input.shape)}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise TypeError(
+            "squared_hinge: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS + _INTS:
+        raise ValueError(
+            "squared_hinge: target must be a float, int32 or int64 tensor; received: "
+            + f"{target.dtype}"
+        )
+    if len(target.shape) < 1:
+        raise ValueError(
+            "squared_hinge: target must be of shape [*B, D]; received: "
+            + f"rank {len(target.shape)}"
+        )
+    if len(target.shape) != len(input.shape):
+        raise ValueError(
+            "squared_hinge: target must be of the rank of input; received: "
+            + f"ranks {len(target.shape)} and {len(input.shape)}"
+        )
+
+
 def _shape(x):
     """x's shape as a tuple, with sizes unknown until run time read as tensors.
 
@@ -56,6 +99,9 @@ def squared_hinge(input, target, *, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    _check_inputs(input, target)
+    if target.dtype in _INTS:
+        target = paddle.cast(target, input.dtype)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype

@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: 52409fc4f4f958eadf0f89f101dad5f5fd632be8ae6d971f54d4e9e789ddb5d2
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""Tversky: Tversky loss (Salehi et al., 2017) for segmentation, one value per sample, as keras.losses.Tversky.
+"""Tversky: Tversky loss (Salehi et al., 2017) for segmentation, one value per sample,
+as keras.losses.Tversky.
 
 1 - TP / (TP + alpha * FN + beta * FP + 1e-7) over the positions of each sample, with TP
 = sum(p * y), FN = sum((1 - p) * y), FP = sum(p * (1 - y)); alpha = beta = 0.5 is the
@@ -61,6 +62,42 @@ def _check(alpha, beta, reduction):
         )
 
 
+_FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+_INTS = (paddle.int32, paddle.int64)
+
+
+def _check_inputs(input, target):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(input, (list, tuple, int, float)):
+        raise TypeError(
+            "tversky: input must be a float tensor; received: "
+            + f"{type(input).__name__}"
+        )
+    if input.dtype not in _FLOATS:
+        raise ValueError(
+            "tversky: input must be a float tensor; received: " + f"{input.dtype}"
+        )
+    if len(input.shape) != 2:
+        raise ValueError(
+            "tversky: input must be of shape [N, P]; received: "
+            + f"rank {len(input.shape)}"
+        )
+    if isinstance(target, (list, tuple, int, float)):
+        raise TypeError(
+            "tversky: target must be a float tensor; received: "
+            + f"{type(target).__name__}"
+        )
+    if target.dtype not in _FLOATS:
+        raise ValueError(
+            "tversky: target must be a float tensor; received: " + f"{target.dtype}"
+        )
+    if len(target.shape) != 2:
+        raise ValueError(
+            "tversky: target must be of shape [N, P]; received: "
+            + f"rank {len(target.shape)}"
+        )
+
+
 def _shape(x):
     """x's shape as a tuple, with sizes unknown until run time read as tensors.
 
@@ -75,7 +112,8 @@ def _shape(x):
 
 
 def tversky(input, target, *, alpha=0.5, beta=0.5, reduction="mean"):
-    """Tversky loss (Salehi et al., 2017) for segmentation, one value per sample, as keras.losses.Tversky.
+    """Tversky loss (Salehi et al., 2017) for segmentation, one value per sample, as
+    keras.losses.Tversky.
 
     Args:
         input: float tensor of shape [N, P], values in [0, 1]. Predicted foreground
@@ -91,6 +129,7 @@ def tversky(input, target, *, alpha=0.5, beta=0.5, reduction="mean"):
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(alpha, beta, reduction)
+    _check_inputs(input, target)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype
@@ -114,7 +153,8 @@ def tversky(input, target, *, alpha=0.5, beta=0.5, reduction="mean"):
 
 
 class Tversky(nn.Layer):
-    """Tversky loss (Salehi et al., 2017) for segmentation, one value per sample, as keras.losses.Tversky.
+    """Tversky loss (Salehi et al., 2017) for segmentation, one value per sample, as
+    keras.losses.Tversky.
 
     Calls :func:`tversky` with the hyperparameters fixed at construction;
     works eagerly and under ``paddle.jit.to_static``.

@@ -2,7 +2,8 @@
 # change the spec and run `losscc generate`.
 # losscc-spec-sha256: b7a1cd9d0a5d8b6e495d7d9d3f68e16a67b0595e86ee6d94a73e74dd14d2560d
 # losscc-version: 0.1.0 (sympy 1.14.0, jinja2 3.1.6)
-"""UncertaintyMultitask: Two binary tasks weighted by learnable log-variances (Kendall et al., 2018).
+"""UncertaintyMultitask: Two binary tasks weighted by learnable log-variances (Kendall
+et al., 2018).
 
 Each task's loss is binary cross-entropy with logits; task i is weighted by exp(-s_i)
 and regularised by s_i, where s = log_vars are learned with the model.
@@ -42,6 +43,74 @@ def _check(reduction):
         )
 
 
+_FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
+_INTS = (paddle.int32, paddle.int64)
+
+
+def _check_inputs(logits1, labels1, logits2, labels2):
+    """Reject what the built-ins reject: lists, numbers, dtypes, ranks (constants under jit)."""
+    if isinstance(logits1, (list, tuple, int, float)):
+        raise TypeError(
+            "uncertainty_multitask: logits1 must be a float tensor; received: "
+            + f"{type(logits1).__name__}"
+        )
+    if logits1.dtype not in _FLOATS:
+        raise ValueError(
+            "uncertainty_multitask: logits1 must be a float tensor; received: "
+            + f"{logits1.dtype}"
+        )
+    if len(logits1.shape) != 1:
+        raise ValueError(
+            "uncertainty_multitask: logits1 must be of shape [N]; received: "
+            + f"rank {len(logits1.shape)}"
+        )
+    if isinstance(labels1, (list, tuple, int, float)):
+        raise TypeError(
+            "uncertainty_multitask: labels1 must be a float tensor; received: "
+            + f"{type(labels1).__name__}"
+        )
+    if labels1.dtype not in _FLOATS:
+        raise ValueError(
+            "uncertainty_multitask: labels1 must be a float tensor; received: "
+            + f"{labels1.dtype}"
+        )
+    if len(labels1.shape) != 1:
+        raise ValueError(
+            "uncertainty_multitask: labels1 must be of shape [N]; received: "
+            + f"rank {len(labels1.shape)}"
+        )
+    if isinstance(logits2, (list, tuple, int, float)):
+        raise TypeError(
+            "uncertainty_multitask: logits2 must be a float tensor; received: "
+            + f"{type(logits2).__name__}"
+        )
+    if logits2.dtype not in _FLOATS:
+        raise ValueError(
+            "uncertainty_multitask: logits2 must be a float tensor; received: "
+            + f"{logits2.dtype}"
+        )
+    if len(logits2.shape) != 1:
+        raise ValueError(
+            "uncertainty_multitask: logits2 must be of shape [N]; received: "
+            + f"rank {len(logits2.shape)}"
+        )
+    if isinstance(labels2, (list, tuple, int, float)):
+        raise TypeError(
+            "uncertainty_multitask: labels2 must be a float tensor; received: "
+            + f"{type(labels2).__name__}"
+        )
+    if labels2.dtype not in _FLOATS:
+        raise ValueError(
+            "uncertainty_multitask: labels2 must be a float tensor; received: "
+            + f"{labels2.dtype}"
+        )
+    if len(labels2.shape) != 1:
+        raise ValueError(
+            "uncertainty_multitask: labels2 must be of shape [N]; received: "
+            + f"rank {len(labels2.shape)}"
+        )
+
+
 def uncertainty_multitask(
     logits1, labels1, logits2, labels2, log_vars, *, reduction="mean"
 ):
@@ -60,6 +129,7 @@ def uncertainty_multitask(
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
     _check(reduction)
+    _check_inputs(logits1, labels1, logits2, labels2)
     in_dtype = logits1.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
     if half:  # computed in float32, returned in the inputs' dtype

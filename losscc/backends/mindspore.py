@@ -179,6 +179,8 @@ BACKEND = Backend(
         "mean_all": "{x}.sum() / {x}.size",
         "shape": "{x}.shape",  # under ms.jit with dynamic shapes an unknown size is a run-time scalar
         "half_dtypes": "(ms.float16, ms.bfloat16)",
+        "float_dtypes": "(ms.float16, ms.bfloat16, ms.float32, ms.float64)",
+        "int_dtypes": "(ms.int32, ms.int64)",
         "float32": "ms.float32",
     }),
     # ops.softplus is a single kernel, 2.2x faster than its exact composition, but on CPU

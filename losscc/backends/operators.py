@@ -144,6 +144,8 @@ OPERATORS: Mapping[str, Operator] = MappingProxyType({o.key: o for o in (
     _op("shape", "x", "x's shape as a tuple (sizes unknown until run time as the framework reads them)"),
     _op("dtype_of", "x", "x's dtype"),
     _op("half_dtypes", "", "the tuple of 16-bit float dtypes (computed in float32)"),
+    _op("float_dtypes", "", "the tuple of float dtypes a float input may have (the input checks)"),
+    _op("int_dtypes", "", "the tuple of int dtypes an index may have (int32, int64)"),
     _op("float32", "", "the float32 dtype (the learnable tensors' default)"),
 )})
 

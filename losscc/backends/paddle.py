@@ -192,6 +192,8 @@ BACKEND = Backend(
         # in a static-graph program an axis unknown until run time reads -1 in x.shape: _shape reads it
         "shape": "_shape({x})",
         "half_dtypes": "(paddle.float16, paddle.bfloat16)",
+        "float_dtypes": "(paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)",
+        "int_dtypes": "(paddle.int32, paddle.int64)",
         "float32": "'float32'",
     }),
     helpers=_freeze({**{key: _LOGSUMEXP for key in ("logsumexp", "log_softmax", "gather_log_softmax")},
