@@ -96,3 +96,15 @@ def test_generating_imports_no_framework(tmp_path):
                        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]", r.stdout
+
+
+def test_the_standard_library_is_no_framework():
+    """A generated module may import the standard library: its names are reserved, but it is
+    nothing to install, load or keep out of losscc's files."""
+    import dataclasses
+
+    from losscc.backends import get
+
+    b = dataclasses.replace(get("paddle"), imports=("import dataclasses", "from os import path", "import paddle"))
+    assert b.frameworks == ("paddle",) and not b.missing()
+    assert {"dataclasses", "path", "paddle"} == b.bound_names

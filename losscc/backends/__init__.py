@@ -45,6 +45,7 @@ import ast
 import importlib
 import importlib.util
 import pkgutil
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -99,11 +100,13 @@ class Backend:
 
     @property
     def frameworks(self) -> tuple[str, ...]:
-        """The top-level modules the generated code imports, in order of first import."""
+        """The top-level modules the generated code imports, in order of first import; the
+        standard library's (a generated module may use it) are no framework."""
         out: list[str] = []
         for node in _import_nodes(self.imports):
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            out += [m.split(".")[0] for m in mods if m.split(".")[0] not in out]
+            out += [m.split(".")[0] for m in mods
+                    if m.split(".")[0] not in out and m.split(".")[0] not in sys.stdlib_module_names]
         return tuple(out)
 
     @property
