@@ -29,7 +29,8 @@ Adding a backend ``foo``:
 2. write ``templates/foo/module.py.j2``: ``{% extends "_module.py.j2" %}`` and the
    blocks of the class (``class_base``, ``class_doc``, ``learnable``, and where the
    defaults do not serve ``super_init`` and ``call_method``; or the whole ``class``);
-3. add the framework to the ``frameworks`` extra in ``pyproject.toml``, and run
+3. add the framework to an extra in ``pyproject.toml`` (``frameworks``, or one of its
+   own that ``Backend.extra`` names: verify's install hint says which), and run
    ``tests/test_operators.py`` (every operator's convention at ties, in the new backend)
    and ``losscc verify``.
 
@@ -86,6 +87,8 @@ class Backend:
     quiet_env: Mapping[str, str] = field(default_factory=dict)
     # frameworks are imported in ascending load_order (then by name) into one process
     load_order: int = 0
+    # the optional-dependency group of losscc's pyproject.toml that installs the framework
+    extra: str = "frameworks"
 
     def __post_init__(self):
         # the spellings over the base table, checked against the operator interface
