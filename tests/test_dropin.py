@@ -355,6 +355,33 @@ def test_paddle_legacy_case(file, case, backend):
         assert close(out, expected), (reduction, out, expected)
 
 
+@pytest.mark.parametrize("file, case", [p.values[:2] for p in _legacy_cases() if p.values[2] == "paddle"])
+def test_paddle_legacy_case_through_the_layer(file, case):
+    """The same numbers through the class, as Paddle's tests call theirs: hyperparameters
+    (and the constructor's tensors) by keyword at construction, inputs by Paddle's keywords."""
+    import inspect
+
+    doc = json.loads((LEGACY / file).read_text())
+    fw = framework("paddle")
+    m = _module("paddle", doc["loss"])
+    cls = next(getattr(m, n) for n in m.__all__ if isinstance(getattr(m, n), type))
+    takes = inspect.signature(cls.__init__).parameters
+    inputs = {k: fw.tensor(_array(v)) for k, v in case["inputs"].items()}
+    params = {k: fw.tensor(_array(v)) if isinstance(v, dict) else v for k, v in case["params"].items()}
+    differs = case.get("differs", {"reductions": []})
+    for reduction, expected in case["expected"].items():
+        layer = cls(**{k: v for k, v in params.items() if k in takes}, reduction=reduction)
+        out = fw.numpy(layer(**inputs, **{k: v for k, v in params.items() if k not in takes}))
+        assert np.isnan(out).all() if reduction in differs["reductions"] else close(out, expected), (reduction, out)
+
+
+def test_a_layer_without_its_label_names_it():
+    m = _module("paddle", "multi_margin")
+    fw = framework("paddle")
+    with pytest.raises(TypeError, match="multi_margin\\(\\) missing required argument 'target'"):
+        m.MultiMarginLoss()(input=fw.tensor(np.ones((2, 3))))
+
+
 def test_legacy_files_name_their_test_and_tolerance():
     for f in LEGACY.glob("*.json"):
         doc = json.loads(f.read_text())
