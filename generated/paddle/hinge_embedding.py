@@ -129,9 +129,9 @@ class HingeEmbedding(nn.Layer):
         self.margin = margin
         self.reduction = reduction
 
-    def forward(self, input, target):
+    def forward(self, input, target=None, *, label=None):
         return hinge_embedding(
-            input, target, margin=self.margin, reduction=self.reduction
+            input, target, margin=self.margin, reduction=self.reduction, label=label
         )
 
 

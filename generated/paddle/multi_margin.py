@@ -215,7 +215,7 @@ class MultiMargin(nn.Layer):
         self.reduction = reduction
         self.weight = weight
 
-    def forward(self, input, target, weight=None):
+    def forward(self, input, target=None, weight=None, *, label=None):
         if weight is None:  # the constructor's
             weight = self.weight
         return multi_margin(
@@ -225,6 +225,7 @@ class MultiMargin(nn.Layer):
             p=self.p,
             margin=self.margin,
             reduction=self.reduction,
+            label=label,
         )
 
 

@@ -180,11 +180,11 @@ class MultilabelSoftMargin(nn.Layer):
         self.reduction = reduction
         self.weight = weight
 
-    def forward(self, input, target, weight=None):
+    def forward(self, input, target=None, weight=None, *, label=None):
         if weight is None:  # the constructor's
             weight = self.weight
         return multilabel_soft_margin(
-            input, target, weight=weight, reduction=self.reduction
+            input, target, weight=weight, reduction=self.reduction, label=label
         )
 
 

@@ -111,8 +111,8 @@ class SoftMargin(nn.Layer):
         super().__init__()
         self.reduction = reduction
 
-    def forward(self, input, target):
-        return soft_margin(input, target, reduction=self.reduction)
+    def forward(self, input, target=None, *, label=None):
+        return soft_margin(input, target, reduction=self.reduction, label=label)
 
 
 SoftMarginLoss = SoftMargin  # the built-in's name
