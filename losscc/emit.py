@@ -205,8 +205,6 @@ def arg_docs(spec: Spec, d=None) -> list[str]:
 def compile_spec(spec: Spec, backend: Backend, prepared=None) -> str:
     prep = prepared or prepare(spec)
     low = lower(prep, backend)
-    low.signature = dropin.signature(spec, backend.name)
-    low.restore = dropin.unbatched_restore(spec, backend, low.restore, low.result_var)
     shape_helper = backend.helpers.get("shape")
     if dropin.scalar_lines(spec, backend) and shape_helper and shape_helper not in low.helpers:
         low.helpers = [shape_helper] + list(low.helpers)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from . import ir
+from . import dropin, ir
 from .backends import Backend
 from .checks import check_lines
 from .formula import formula_text
@@ -235,12 +235,8 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
 
     checks = check_lines(spec)
 
-    signature = [i.name for i in spec.inputs if not i.optional]
-    signature += [lr.name for lr in spec.learnable]
-    signature += [f"{i.name}=None" for i in spec.inputs if i.optional]
-    signature.append("*")
-    signature += [f"{p.name}={p.default!r}" for p in spec.params]
-    signature.append(f"reduction={spec.default_reduction!r}")
+    signature = dropin.signature(spec, backend.name)
+    restore = dropin.unbatched_restore(spec, backend, restore, loc.result)
 
     # the computed form, for the docstring
     names = {}
