@@ -196,6 +196,24 @@ def test_constructors_take_the_builtins_positional_order(backend):
         m.HuberLoss(0.5)   # the first positional argument is the reduction, as in the built-in
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_multi_margin_takes_each_builtins_positional_order(backend):
+    """F.multi_margin_loss(x, y, p, margin, weight, reduction) in both; the class is
+    MultiMarginLoss(p, margin, weight, reduction) in Paddle, (p, margin, reduction, weight)
+    in MindSpore."""
+    fw = framework(backend)
+    m = _module(backend, "multi_margin")
+    y = np.array([0, 2, 1, 2])
+    w = np.array([0.5, 1.0, 2.0])
+    hinge = np.maximum(0.5 - X[np.arange(4), y][:, None] + X, 0) ** 2
+    hinge[np.arange(4), y] = 0
+    want = (w[y] * hinge.sum(axis=1) / 3).sum()
+    x, t, wt = fw.tensor(X), fw.tensor(y), fw.tensor(w)
+    assert close(fw.numpy(m.multi_margin(x, t, 2, 0.5, wt, "sum")), want)
+    layer = m.MultiMarginLoss(2, 0.5, wt, "sum") if backend == "paddle" else m.MultiMarginLoss(2, 0.5, "sum", wt)
+    assert close(fw.numpy(layer(x, t)), want)
+
+
 def test_mindspore_smooth_l1_takes_beta_first():
     fw = framework("mindspore")
     m = _module("mindspore", "smooth_l1")
