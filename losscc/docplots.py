@@ -14,10 +14,9 @@ from __future__ import annotations
 import io
 import json
 import math
+from pathlib import Path
 
 import numpy as np
-
-from pathlib import Path
 
 from .casefile import reference_cases
 from .cases import random_cases, spec_cases
