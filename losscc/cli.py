@@ -1,4 +1,4 @@
-"""Command line: ``losscc generate | check | explain | verify``.
+"""Command line: ``losscc generate | check | explain | verify | docs``.
 
 Exit status: 0 success, 1 stale output or a failed verification, 2 bad input (specs,
 configuration, a hostile output tree), 3 an internal error (a compiler bug, E900
