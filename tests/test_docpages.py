@@ -126,3 +126,19 @@ def test_cli_bad_spec_exits_2(tmp_path):
     r = _cli("docs", "--check", cwd=tmp_path)
     assert r.returncode == 2 and "specs/bad.yaml:" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "docs").exists()
+
+
+def test_index_lists_builtins_and_the_specs_a_spec_calls():
+    import dataclasses
+
+    from losscc.docpages import index
+    from losscc.specmodel import Binding
+
+    huber, log_cosh = _specs()
+    composed = dataclasses.replace(log_cosh, name="combo", bindings=(
+        Binding("loss", "huber(input, target, reduction=none) + 0.5 * log(cosh(input - target))", log_cosh.bindings[0].loc),))
+    text = index([composed, huber])
+    row = next(line for line in text.splitlines() if line.startswith("| [combo]"))
+    assert row.endswith("| [huber](huber.md) |")
+    row = next(line for line in text.splitlines() if line.startswith("| [huber]"))
+    assert "`paddle.nn.SmoothL1Loss`" in row and row.endswith("| - |")
