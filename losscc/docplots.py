@@ -16,12 +16,14 @@ import json
 import math
 from pathlib import Path
 
+import mpmath
 import numpy as np
 
+from . import limits
 from .casefile import reference_cases
 from .cases import random_cases, spec_cases
 from .parse import build_program
-from .reference import reference
+from .reference import _H, Evaluator, digits_for, to_mp
 from .spec import Spec
 
 POINTS = 41          # samples of the swept input
@@ -88,12 +90,36 @@ def plot_data(spec: Spec, root: Path) -> dict | None:
         arr = base.copy()
         arr.reshape(-1)[0] = x
         cur[inp.name] = arr.reshape(base.shape)
-        ref = reference(prog, cur, dict(case.params), dict(case.learnable), grad_of=[inp.name])
-        loss.append(_num(ref.values["sum"]))
-        grad.append(_num(np.asarray(ref.grads[inp.name]).reshape(-1)[0]))
+        value, slope = _value_and_slope(prog, cur, dict(case.params), dict(case.learnable), inp.name)
+        loss.append(_num(value))
+        grad.append(_num(slope))
     where = f"{inp.name}[{', '.join(['0'] * base.ndim)}]" if base.ndim else inp.name
     return {"spec": spec.name, "case": case.id, "input": inp.name, "element": where,
             "x": [_num(x) for x in xs], "loss": loss, "gradient": grad}
+
+
+def _value_and_slope(prog, inputs: dict, params: dict, learnable: dict, name: str) -> tuple[float, float]:
+    """The summed loss and its derivative in the first element of `name`: the reference
+    evaluator's value and central difference (losscc.reference, the same step and
+    precision), for that one element only."""
+    dps = min(digits_for(inputs, learnable), limits.MAX_REFERENCE_DPS)
+    with mpmath.workdps(dps):
+        ev = Evaluator(prog, inputs, params, learnable)
+        value = ev.run()["sum"]
+        src = to_mp(np.asarray(inputs[name], dtype=float))
+        flat = src.reshape(-1)
+        x0 = flat[0]
+        h = _H * max(1, abs(x0))
+        sides = []
+        for sign in (1, -1):
+            pert = src.copy()
+            pert.reshape(-1)[0] = x0 + sign * h
+            cur = dict(inputs)
+            cur[name] = pert
+            sides.append(np.asarray(ev.run(inputs=cur, freeze=True)["none"], dtype=object).reshape(-1))
+        slope = mpmath.fsum(sides[0] - sides[1]) / (2 * h)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return float(value), float(slope)
 
 
 def data_text(data: dict) -> str:
