@@ -87,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("-o", "--output", default="generated")
     _eps_option(v)
     d = sub.add_parser("docs", help="write a reference page per spec into docs/losses (--check: exit 1 if stale)")
-    d.add_argument("specs", nargs="*", default=[], help="spec files or folders (default: [tool.losscc] specs)")
+    d.add_argument("specs", nargs="*", default=[], help="only these spec files or folders (no index; default: [tool.losscc] specs, all pages)")
     d.add_argument("--check", action="store_true", help="write nothing; exit 1 listing the stale pages")
     _common_options(d, formats=False)
     from . import commands  # new, schema

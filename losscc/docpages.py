@@ -41,6 +41,7 @@ class Docs:
 
     texts: dict = field(default_factory=dict)     # rel path -> text (pages, index, data)
     images: dict = field(default_factory=dict)    # rel png path -> plot data (dict)
+    full: bool = True                             # all specs: the index, and foreign files reported
 
 
 # --------------------------------------------------------------------------- LaTeX
@@ -239,16 +240,19 @@ _CALL = re.compile(r"\b([a-z_][a-z0-9_]*)\s*\(")
 # --------------------------------------------------------------------------- build, check, write
 
 
-def build_docs(specs: list[Spec], root: Path) -> Docs:
+def build_docs(specs: list[Spec], root: Path, full: bool = True) -> Docs:
+    """The pages, data and images of `specs`; with `full` (every spec of the project) the
+    index too, and files of other names count as foreign."""
     records = _stability(root)
-    docs = Docs()
+    docs = Docs(full=full)
     for spec in specs:
         data = plot_data(spec, root)
         docs.texts[f"{spec.name}.md"] = page(spec, data, records)
         if data is not None:
             docs.texts[f"data/{spec.name}.json"] = data_text(data)
             docs.images[f"img/{spec.name}.png"] = data
-    docs.texts["index.md"] = index(specs)
+    if full:
+        docs.texts["index.md"] = index(specs)
     return docs
 
 
@@ -282,7 +286,7 @@ def stale(docs: Docs, out: Path) -> list[tuple[str, str]]:
         p = out / rel
         if p.is_symlink() or not p.is_file():
             out_list.append((rel, "missing"))
-    for rel in sorted(_existing(out) - set(docs.texts) - set(docs.images)):
+    for rel in sorted(_existing(out) - set(docs.texts) - set(docs.images) if docs.full else ()):
         out_list.append((rel, "not written by losscc docs"))
     return out_list
 
@@ -327,7 +331,7 @@ def run_cli(args) -> int:
     project = find_project()
     specs = emit.load_all(emit.project_specs(project, args.specs), root=project.root)
     out = project.root / DOCS_DIR
-    docs = build_docs(specs, project.root)
+    docs = build_docs(specs, project.root, full=not args.specs)
     if args.check:
         found = stale(docs, out)
         for rel, why in found:

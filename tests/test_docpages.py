@@ -146,3 +146,11 @@ def test_index_lists_builtins_and_the_specs_a_spec_calls():
     assert row.endswith("| [huber](huber.md) |")
     row = next(line for line in text.splitlines() if line.startswith("| [huber]"))
     assert "`paddle.nn.SmoothL1Loss`" in row and row.endswith("| - |")
+
+
+def test_named_specs_leave_the_other_pages_alone(docs, tmp_path):
+    out = tmp_path / "losses"
+    write_docs(docs, out)
+    one = build_docs(_specs(("huber",)), ROOT, full=False)
+    assert "index.md" not in one.texts and stale(one, out) == []
+    assert write_docs(one, out) == [] and (out / "log_cosh.md").is_file() and (out / "index.md").is_file()
