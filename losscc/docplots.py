@@ -28,7 +28,7 @@ from .spec import Spec
 
 POINTS = 41          # samples of the swept input
 HALF_WIDTH = 3.0     # an unbounded input sweeps value +- this
-MARGIN = 1e-3        # an open interval's ends are kept this far inside (relative to its width)
+MARGIN = 1e-3        # a bounded domain's ends are kept this far inside (relative to its width)
 
 
 def _bound(v) -> float | None:
@@ -45,10 +45,10 @@ def sweep_interval(inp, x0: float) -> tuple[float, float]:
         a, b = lo, max(lo + 2 * HALF_WIDTH, x0 + HALF_WIDTH)
     elif hi is not None:
         a, b = min(hi - 2 * HALF_WIDTH, x0 - HALF_WIDTH), hi
-    pad = (b - a) * MARGIN
-    if lo is not None and not inp.domain.lo_closed:
+    pad = (b - a) * MARGIN  # inside closed ends too: a clamped log's end point would dwarf the curve
+    if lo is not None:
         a += pad
-    if hi is not None and not inp.domain.hi_closed:
+    if hi is not None:
         b -= pad
     return a, b
 
