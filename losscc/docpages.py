@@ -18,10 +18,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import sympy as sp  # noqa: F401
+import sympy as sp
 from sympy.printing.latex import LatexPrinter
 
-from . import dropin
+from . import dropin, functions
 from .backends import get as get_backend
 from .docplots import data_text, plot_data, render_png
 from .emit import class_name
@@ -50,22 +50,32 @@ class Docs:
 class _Latex(LatexPrinter):
     """SymPy's LaTeX printer; the language's own nodes print as named functions."""
 
-    def _print_Gather(self, e):
+    def _print_Gather(self, e, **kwargs):
         return rf"{self._print(e.args[0])}_{{[{self._print(e.args[1])}]}}"
 
-    def _print_Item(self, e):
+    def _print_Item(self, e, **kwargs):
         return rf"{self._print(e.args[0])}_{{{e.args[1]}}}"
 
-    def _print_Size(self, e):
+    def _print_Size(self, e, **kwargs):
         return rf"\lvert {e.args[0]} \rvert"
 
     def _print_Function(self, e, exp=None):
         name = type(e).__name__
         if name in _LATEX_KNOWN:
             return super()._print_Function(e, exp)
-        args = ", ".join(self._print(a) for a in e.args)
-        text = rf"\operatorname{{{_tex_name(name)}}}\left({args}\right)"
+        f = functions.of_node(e)
+        if f is not None and f.printer == "axis":  # sum(x, axis=C): sum over C
+            text = (rf"\operatorname{{{_tex_name(f.name)}}}_{{{self._print(e.args[1])}}}"
+                    rf"\left({self._print(e.args[0])}\right)")
+        else:
+            args = ", ".join(self._print(a) for a in e.args)
+            text = rf"\operatorname{{{_tex_name(f.name if f is not None else name.lower())}}}\left({args}\right)"
         return rf"{text}^{{{exp}}}" if exp else text
+
+    def _print_Where(self, e, exp=None):
+        c, x, y = (self._print(a) for a in e.args)
+        text = rf"\begin{{cases}} {x} & \text{{if}}\: {c} \\ {y} & \text{{otherwise}} \end{{cases}}"
+        return rf"\left({text}\right)^{{{exp}}}" if exp else text
 
 
 _LATEX_KNOWN = {"exp", "log", "sin", "cos", "tan", "tanh", "sinh", "cosh", "Abs", "Max", "Min", "sqrt",
@@ -77,7 +87,10 @@ def _tex_name(name: str) -> str:
 
 
 def latex(expr) -> str:
-    return _Latex({"order": "none"}).doprint(expr)
+    """`expr` in LaTeX; a name with an underscore (label_smoothing) prints whole, not subscripted."""
+    names = {x: rf"\mathit{{{_tex_name(x.name)}}}" for x in expr.free_symbols
+             if isinstance(x, sp.Symbol) and "_" in x.name}
+    return _Latex({"order": "none", "symbol_names": names}).doprint(expr)
 
 
 # --------------------------------------------------------------------------- pages

@@ -99,7 +99,9 @@ def test_latex_of_the_language_nodes():
 
     spec = load_spec(ROOT / "specs" / "cross_entropy.yaml", "specs/cross_entropy.yaml")
     text = latex(prepare(spec).prog.loss)
-    assert text and "Gather" not in text
+    # the language's names, reductions by their axis, names with underscores whole
+    assert r"\operatorname{log\_softmax}_{C}\left(input\right)_{[target]}" in text
+    assert r"\mathit{label\_smoothing}" in text and "Reduce" not in text and "Gather" not in text
 
 
 def _cli(*args, cwd=ROOT):
