@@ -100,7 +100,11 @@ def _stability(root: Path) -> list:
     path = root / STABILITY
     if not path.is_file():
         return []
-    data = json.loads(read_bounded(path, 16 * 1024 * 1024, "stability report", STABILITY))
+    try:
+        data = json.loads(read_bounded(path, 16 * 1024 * 1024, "stability report", STABILITY))
+    except ValueError as exc:  # not JSON (or not UTF-8): a bad committed file, not a bug
+        line, col = getattr(exc, "lineno", 1), getattr(exc, "colno", 1)
+        raise SpecError([Diagnostic(Location(STABILITY, line, col), "E175", f"not valid JSON: {exc}")]) from None
     recs = data.get("records") if isinstance(data, dict) else None
     return recs if isinstance(recs, list) else []
 

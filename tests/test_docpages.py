@@ -156,3 +156,14 @@ def test_named_specs_leave_the_other_pages_alone(docs, tmp_path):
     one = build_docs(_specs(("huber",)), ROOT, full=False)
     assert "index.md" not in one.texts and stale(one, out) == []
     assert write_docs(one, out) == [] and (out / "log_cosh.md").is_file() and (out / "index.md").is_file()
+
+
+def test_bad_stability_report_exits_2(tmp_path):
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "huber.yaml").write_text((ROOT / "specs" / "huber.yaml").read_text()
+                                                   .replace("references:\n  - file: tests/data/conformance/huber.json\n", ""))
+    (tmp_path / "pyproject.toml").write_text('[tool.losscc]\nspecs = "specs"\n')
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "stability.json").write_text('{"records": [\n')
+    r = _cli("docs", "--check", cwd=tmp_path)
+    assert r.returncode == 2 and "docs/stability.json:2:" in r.stderr and "[E175]" in r.stderr, r.stderr
