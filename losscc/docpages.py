@@ -24,7 +24,7 @@ from sympy.printing.latex import LatexPrinter
 from . import dropin, functions
 from .backends import get as get_backend
 from .docplots import data_text, plot_data, render_png
-from .emit import class_name
+from .emit import class_name, compile_spec
 from .errors import Diagnostic, Location, SpecError
 from .files import read_bounded
 from .pipeline import lower, prepare
@@ -121,16 +121,20 @@ def _extreme_rows(spec: Spec, records: list) -> list[str]:
 
 def _signatures(spec: Spec, prep) -> list[str]:
     out = []
-    for name in sorted(b.name for b in (get_backend(n) for n in _backends())):
+    for name in _backends():
         backend = get_backend(name)
         low = lower(prep, backend)
         init = dropin.init_params(spec, name, backend.ops["float32"] if spec.learnable else None)
+        source = compile_spec(spec, backend, prep)
+        stateful = "    def __init__(" in source  # else the class holds the hyperparameters only
+        if not stateful:
+            init = [p for p in init if not p.startswith("dtype=")]
         d = dropin.of(spec, name)
-        classes = ", ".join(d.classes)
+        note = ([f"also: {', '.join(d.classes)}"] if d.classes else []) + ([] if stateful else ["holds no tensors"])
         out += [f"**{name}** (`generated.{name}.{spec.name}`)", "", "```python",
                 f"def {spec.name}({', '.join(low.signature)})",
-                f"class {class_name(spec.name)}({', '.join(init)})"
-                + (f"  # also: {classes}" if d.classes else ""), "```", ""]
+                f"class {class_name(spec.name)}({', '.join(init)})" + (f"  # {'; '.join(note)}" if note else ""),
+                "```", ""]
     return out
 
 
