@@ -267,7 +267,20 @@ def test_debug_shows_a_traceback(tmp_path):
 
 # --------------------------------------------------------------------------- hostile free text
 
-IMPORT_ROOTS = {"paddle", "mindspore", "numpy", "math", "__future__"}
+def _import_roots() -> set[str]:
+    """The top-level modules the backends' import lines name (frameworks and standard library)."""
+    from losscc.backends import all_backends
+
+    roots = set()
+    for b in all_backends():
+        for line in b.imports:
+            for stmt in ast.parse(line).body:
+                mods = [a.name for a in stmt.names] if isinstance(stmt, ast.Import) else [stmt.module]
+                roots |= {m.split(".")[0] for m in mods if m}
+    return roots
+
+
+IMPORT_ROOTS = _import_roots() | {"numpy", "math", "__future__"}
 MARKERS = ("pwned", "__import__", "system", "eval", "exec")
 
 
@@ -341,9 +354,14 @@ def _check_module(path: Path, spec_name: str | None, class_name: str | None) -> 
             ok = ok or (target in ("_FLOATS", "_INTS") and isinstance(stmt.value, ast.Tuple)
                         and all(isinstance(e, ast.Attribute) for e in stmt.value.elts))
             ok = ok or (target.isidentifier() and isinstance(stmt.value, ast.Name) and stmt.value.id == class_name)
+            # the package registry: LOSSES = {"name": Class, ...}
+            ok = ok or (target == "LOSSES" and spec_name is None and isinstance(stmt.value, ast.Dict)
+                        and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in stmt.value.keys)
+                        and all(isinstance(v, ast.Name) for v in stmt.value.values))
             bad = [] if ok else [ast.dump(stmt)[:120]]
         elif isinstance(stmt, ast.FunctionDef):
-            bad = [] if stmt.name in (spec_name, "_check") or stmt.name.startswith("_") else [stmt.name]
+            package_fn = spec_name is None and stmt.name == "get_loss"
+            bad = [] if stmt.name in (spec_name, "_check") or stmt.name.startswith("_") or package_fn else [stmt.name]
         elif isinstance(stmt, ast.ClassDef):
             bad = [] if stmt.name == class_name else [stmt.name]
         else:

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from losscc import cli, emit
+from losscc.backends import names
 from losscc.errors import SpecError
 from losscc.project import find_project
 from losscc.render import HEADER_MARK, VERSION_PREFIX
@@ -439,7 +440,7 @@ def test_init_version_line_cannot_declare_an_encoding(proj, monkeypatch, capsys)
     assert rc == 1 and "stale: generated/paddle/__init__.py" in out
 
 
-@pytest.mark.parametrize("args", [["specs"], ["--backend", "mindspore", "--backend", "paddle"],
+@pytest.mark.parametrize("args", [["specs"], [a for b in names() for a in ("--backend", b)],
                                   ["specs/l1.yaml", "specs/mse.yaml"]])
 def test_a_run_that_covers_everything_is_a_full_check(proj, monkeypatch, capsys, args):
     root, _ = proj
