@@ -26,13 +26,14 @@ from .constants import (
 )
 from .errors import Collector, did_you_mean
 from .spec import Binding
+from .compose import SpecCalls
 from .ttype import Fail, TType, union
 from .yamlread import clip as _clip
 
 CONSTANTS = {"pi": sp.pi}
 
 
-class Converter(CallRules):
+class Converter(CallRules, SpecCalls):
     def __init__(self, spec, axes, variadic, env, types, out: Collector):
         self.spec, self.axes, self.variadic = spec, axes, variadic
         self.env, self.types, self.out = env, types, out
