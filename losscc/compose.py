@@ -25,7 +25,12 @@ from .ttype import Fail, TType
 
 _ACTIVE: list[str] = []            # specs whose programs are being built, outermost first
 _CACHE: dict[tuple[str, str], object] = {}
-_MASKED = (ir.ReduceSum, ir.ReduceMean)
+_FOLDS = {  # a tensor operator of a constant (an omitted optional input's default)
+    ir.Gather: lambda c, ax: c,
+    ir.ReduceMean: lambda c, ax: c,
+    ir.ReduceMax: lambda c, ax: c,
+    ir.ReduceSum: lambda c, ax: c * ir.Size(ax),
+}
 
 
 def find_spec(name: str, caller_path: str) -> tuple[str, object] | None:
@@ -270,7 +275,9 @@ def _remap(expr, sub: dict, axes: dict[str, tuple[str, ...]], node):
                     raise Fail(node, "E264", f"the called spec's {type(e).__name__} over axis {axis.name} "
                                              f"needs one axis, the caller gives [{', '.join(many)}]")
             else:
-                out = e.func(*[walk(a) for a in e.args])
+                args = [walk(a) for a in e.args]
+                fold = _FOLDS.get(type(e)) if args[0].is_number else None
+                out = fold(args[0], args[-1]) if fold else e.func(*args)  # an omitted input's default
         memo[e] = out
         return out
 
