@@ -127,7 +127,8 @@ class SpecCalls:
                     den = sp.Piecewise((den, cond), (0, True))
             elif reduction != "sum" and cond is not None:
                 den = sp.Piecewise((1, cond), (0, True))
-            loss = self._reduce(loss, den, reduction)
+            per_element = raw is not None and bool(prog.typeof(raw).axes)
+            loss = self._reduce(loss, den, reduction, per_element or cond is not None)
         self.composed = (*self.composed, (name, spec.source_sha256))
         return self._t(loss, self._retype(loss))
 
@@ -209,7 +210,9 @@ class SpecCalls:
         scratch = Program(self.spec, self.axes, self.variadic, {}, (), expr, {}, self.types)
         return type_of(expr, scratch)
 
-    def _reduce(self, loss, den, reduction):
+    def _reduce(self, loss, den, reduction, per_element=False):
+        """A reduction as lowering computes it: sum_all(loss) / sum_all(denominator broadcast
+        to the loss) for a per-element denominator, also one that became a constant."""
         lt = self.types[loss]
         if reduction == "sum" or den is not None:
             total = _nest(ir.ReduceSum, loss, lt.axes)
@@ -218,7 +221,7 @@ class SpecCalls:
         if den is None:
             return total
         dt = self._retype(den)
-        if not dt.axes:
+        if not dt.axes and not per_element:
             return total / den
         count = sp.Mul(*[ir.Size(sp.Symbol(a)) for a in lt.axes if a not in dt.axes])
         return total / (_nest(ir.ReduceSum, den, dt.axes) * count)

@@ -1,0 +1,138 @@
+"""Specs that call specs: inlining, the errors of a bad call, staleness, verify end to end."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from losscc.errors import SpecError
+from losscc.parse import build_program
+from losscc.spec import load_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+HEAD = "summary: s.\ninputs:\n  x: {dtype: float, shape: [N, C]}\n  y: {dtype: float, shape: [N, C], domain: \"[0, 1]\"}\n"
+
+
+def _program(tmp_path: Path, name: str, formula: str, extra: dict[str, str] | None = None):
+    for other, text in (extra or {}).items():
+        (tmp_path / f"{other}.yaml").write_text(text)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(f"name: {name}\n{HEAD}formula: |\n  loss = {formula}\n")
+    return build_program(load_spec(path))
+
+
+def _codes(tmp_path, name, formula, extra=None) -> list[str]:
+    with pytest.raises(SpecError) as exc:
+        _program(tmp_path, name, formula, extra)
+    return [d.code for d in exc.value.diagnostics]
+
+
+def test_multitask_inlines_to_the_hand_written_loss(tmp_path):
+    composed = build_program(load_spec(ROOT / "specs" / "uncertainty_multitask.yaml"))
+    text = (ROOT / "specs" / "uncertainty_multitask.yaml").read_text()
+    for k in ("1", "2"):
+        text = text.replace(f"bce_with_logits(logits{k}, labels{k}, reduction=none)",
+                            f"-(labels{k} * log(sigmoid(logits{k})) + (1 - labels{k}) * log(1 - sigmoid(logits{k})))")
+    (tmp_path / "uncertainty_multitask.yaml").write_text(text)
+    by_hand = build_program(load_spec(tmp_path / "uncertainty_multitask.yaml"))
+    assert composed.loss == by_hand.loss
+    assert composed.spec.composes == ("bce_with_logits",)
+    assert composed.spec.source_sha256 != by_hand.spec.source_sha256
+
+
+def test_reductions_of_a_call(tmp_path):
+    none = _program(tmp_path, "a", "mse(x, y, reduction=none)")
+    assert none.typeof(none.loss).axes == ("N", "C")
+    # mse's mean divides by sum(weight); weight omitted is 1 everywhere: the element count
+    mean = _program(tmp_path, "b", "mse(x, y, reduction=mean)")
+    assert repr(mean.loss) == "ReduceSum(ReduceSum((x - y)**2, C), N)/(Size(C)*Size(N))"
+    plain = _program(tmp_path, "d", "huber(x, y, reduction=mean)")
+    assert repr(plain.loss).startswith("ReduceMean(ReduceMean(")
+    summed = _program(tmp_path, "c", "mse(x, y, reduction=sum)")
+    assert repr(summed.loss) == "ReduceSum(ReduceSum((x - y)**2, C), N)"
+    assert not summed.typeof(summed.loss).axes
+
+
+def test_params_by_keyword_and_a_variadic_group_of_no_axis(tmp_path):
+    prog = _program(tmp_path, "h", "huber(x, y, reduction=none, delta=2.0)")
+    assert prog.typeof(prog.loss).axes == ("N", "C")
+    assert "2.0" in str(prog.loss) and "delta" not in str(prog.loss)
+
+
+def test_missing_spec(tmp_path):
+    assert _codes(tmp_path, "a", "no_such_loss(x, y)") == ["E208"]
+
+
+def test_cycle(tmp_path):
+    b = f"name: b\n{HEAD}formula: |\n  loss = a(x, y, reduction=none)\n"
+    assert "E260" in _codes(tmp_path, "a", "b(x, y, reduction=none)", {"b": b})
+
+
+def test_self_call_is_a_cycle(tmp_path):
+    assert "E260" in _codes(tmp_path, "a", "a(x, y, reduction=none)")
+
+
+def test_wrong_arity_and_keywords(tmp_path):
+    assert _codes(tmp_path, "a", "mse(x, reduction=none)") == ["E262"]
+    assert _codes(tmp_path, "a", "mse(x, y, x, y, reduction=none)") == ["E262"]
+    assert _codes(tmp_path, "a", "mse(x, y, bogus=1.0, reduction=none)") == ["E262"]
+
+
+def test_bad_reduction(tmp_path):
+    assert _codes(tmp_path, "a", "mse(x, y, reduction=batchmean)") == ["E263"]
+
+
+def test_shape_mismatch(tmp_path):
+    # dice needs [N, P] for both inputs; a reduced argument has only [N]
+    assert _codes(tmp_path, "a", "dice(sum(x, axis=C), y, reduction=none) + 0 * x") == ["E264"]
+    # two callee axes may not be one axis of the caller: probs [N, P] vs target [C, ...]
+    assert _codes(tmp_path, "a", "kl_div(x, sum(y, axis=C), reduction=none)") == ["E264"]
+
+
+def test_position_of_the_error(tmp_path):
+    with pytest.raises(SpecError) as exc:
+        _program(tmp_path, "a", "mse(x, reduction=none)")
+    d = exc.value.diagnostics[0]
+    assert (d.loc.line, d.loc.col) == (7, 10) and d.loc.path.endswith("a.yaml")
+
+
+def test_callee_change_changes_the_digest(tmp_path):
+    callee = f"name: sq\n{HEAD}formula: |\n  loss = (x - y) ** 2\n"
+    first = _program(tmp_path, "a", "sq(x, y, reduction=none)", {"sq": callee})
+    second = _program(tmp_path, "a", "sq(x, y, reduction=none)", {"sq": callee + "# a comment\n"})
+    assert first.loss == second.loss
+    assert first.spec.source_sha256 != second.spec.source_sha256
+
+
+def test_check_notices_a_callee_change(tmp_path):
+    spec_dir = tmp_path / "specs"
+    spec_dir.mkdir()
+    (spec_dir / "sq.yaml").write_text(f"name: sq\n{HEAD}formula: |\n  loss = (x - y) ** 2\n")
+    (spec_dir / "a.yaml").write_text(f"name: a\n{HEAD}formula: |\n  loss = sq(x, y, reduction=none)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "losscc", *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    assert run("generate", "specs", "-o", "out").returncode == 0
+    assert run("check", "specs", "-o", "out").returncode == 0
+    with open(spec_dir / "sq.yaml", "a") as f:
+        f.write("# the callee changes\n")
+    got = run("check", "specs", "-o", "out")
+    assert got.returncode != 0 and "a.py" in got.stdout + got.stderr
+
+
+@pytest.mark.parametrize("name", ["bce_dice", "distill_kd", "uncertainty_multitask"])
+def test_verify_composed(name):
+    pytest.importorskip("paddle")
+    got = subprocess.run([sys.executable, "-m", "losscc", "verify", f"specs/{name}.yaml", "--backend", "paddle",
+                          "--dtype", "float64", "--mode", "eager"], cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert "1 passed" in got.stdout + got.stderr or "passed, 0 failed" in got.stdout + got.stderr
