@@ -31,7 +31,7 @@ from .backends import Backend
 from .layout import power, unary_needs_parens
 from .lower_ops import OperatorLowering
 from .localnames import Locals, allocate, import_names  # noqa: F401  (import_names: re-exported)
-from .operands import ADD, ATOM, CMP, MUL, POW, UNARY, VALUE_OPERANDS, analyse, is_atomic, is_simple
+from .operands import ADD, AND, ATOM, CMP, MUL, NOT, OR, POW, UNARY, VALUE_OPERANDS, analyse, is_atomic, is_simple
 from .parse import Program, TType
 from .shapes import canonical_shape, plain_shape, span  # noqa: F401  (re-exported for the pipeline)
 from .spec import Spec
@@ -235,8 +235,15 @@ class Lowerer(OperatorLowering):
         return e.free_symbols <= params
 
     def is_flag(self, c) -> bool:
-        """A boolean hyperparameter: a Python bool in the generated code."""
-        return isinstance(c, sp.Symbol) and self.typeof(c).dtype == "bool" and not self.typeof(c).axes
+        """A condition on hyperparameters the generated code holds as Python numbers alone
+        (int and bool ones; float ones where the backend does not wrap them in tensors): a bool
+        parameter, a relation, And/Or/Not of them. A Python bool, never a tensor op's operand."""
+        if not isinstance(c, (sp.Rel, sp.And, sp.Or, sp.Not, sp.ITE, sp.Symbol)) or c.has(ir.TensorOp):
+            return False
+        if isinstance(c, sp.Symbol) and self.typeof(c).dtype != "bool":
+            return False
+        params = {self.prog.symbols[p.name] for p in self.prog.spec.params}
+        return bool(c.free_symbols) and c.free_symbols <= params and self.scalar_like(c)
 
     # ---------------------------------------------------------------- nodes
     def build(self, e: sp.Expr) -> tuple[str, int]:
@@ -281,12 +288,18 @@ class Lowerer(OperatorLowering):
         raise NotImplementedError(f"no lowering for {type(e).__name__}")
 
     def _lower_And(self, e) -> tuple[str, int]:
+        if self.is_flag(e):
+            return " and ".join(self.wrap(a, AND + 1) for a in e.args), AND
         return self.fold("and", e.args), ATOM
 
     def _lower_Or(self, e) -> tuple[str, int]:
+        if self.is_flag(e):
+            return " or ".join(self.wrap(a, OR + 1) for a in e.args), OR
         return self.fold("or", e.args), ATOM
 
     def _lower_Not(self, e) -> tuple[str, int]:
+        if self.is_flag(e):
+            return f"not {self.wrap(e.args[0], NOT)}", NOT
         return self.call("not", x=self.value(e.args[0]))
 
     def fold(self, key, args):

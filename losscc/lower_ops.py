@@ -14,7 +14,7 @@ import re
 import sympy as sp
 
 from . import functions, ir
-from .operands import ATOM, CMP, TERNARY, analyse
+from .operands import ATOM, CMP, MUL, TERNARY, analyse
 from .shapes import canonical_shape, pos_expr
 
 _NUMBER = re.compile(r"-?(\d+\.?\d*(e[-+]?\d+)?|inf)")
@@ -25,6 +25,19 @@ class OperatorLowering:
     subclass's, :class:`losscc.lower.Lowerer`."""
 
     # ---------------------------------------------------------------- selections
+    def static_part(self, c):
+        """The first sub-condition of `c` that :meth:`is_flag` (a Python bool) when `c` also
+        reads tensors, else None: `c` is then `s ? c[s:=True] : c[s:=False]`."""
+        if self.is_flag(c) or not isinstance(c, (sp.And, sp.Or, sp.Not, sp.ITE)):
+            return None
+        for a in c.args:
+            if self.is_flag(a):
+                return a
+            inner = self.static_part(a)
+            if inner is not None:
+                return inner
+        return None
+
     def _lower__PiecewiseConstant(self, e) -> tuple[str, int]:
         """round floor ceil sign; integer arguments are cast to the float dtype first."""
         key = functions.op_key(e)
@@ -33,6 +46,10 @@ class OperatorLowering:
         if t.dtype == "int" and self.scalar_like(x):  # an integer parameter: a Python int
             v = self.wrap(x, CMP + 1)
             return (f"(({v} > 0) - ({v} < 0))", ATOM) if key == "sign" else (v, self.emit(x)[1])
+        if self._python_number(x):  # of hyperparameters held as Python numbers: no tensor op
+            v = self.wrap(x, MUL + 1)
+            return {"sign": f"(({v} > 0) - ({v} < 0))", "floor": f"({v} // 1)", "ceil": f"(-(-{v} // 1))",
+                    "round": f"round({self.value(x)})"}[key], ATOM
         code = self.value(x)
         if t.dtype == "int":
             code = self.op("cast", x=code, dtype=self.dtype())
@@ -63,7 +80,14 @@ class OperatorLowering:
                 code = self.op(pair, x=code, y=self.value(other))
         return code, ATOM
 
+    def _python_number(self, e) -> bool:
+        """A value of hyperparameters alone that the generated code holds as a Python number."""
+        params = {self.prog.symbols[p.name] for p in self.prog.spec.params}
+        return bool(e.free_symbols) and e.free_symbols <= params and self.scalar_like(e)
+
     def _select_fold(self, e, args) -> str:
+        if all(a.is_Number or self._python_number(a) for a in args):  # Python numbers: Python's max/min
+            return f"{'max' if isinstance(e, sp.Max) else 'min'}({', '.join(self.value(a) for a in args)})"
         rel = ">=" if isinstance(e, sp.Max) else "<="
         code = self.value(args[0])
         first_scalar = self.scalar_like(args[0])
@@ -86,7 +110,12 @@ class OperatorLowering:
 
     def _lower_Piecewise(self, e: sp.Piecewise) -> tuple[str, int]:
         pairs = list(e.args)
-        if len(pairs) == 2 and pairs[0].expr == 1 and pairs[1].expr == 0 and pairs[1].cond is sp.true:
+        for k, pair in enumerate(pairs):
+            s = self.static_part(pair.cond)
+            if s is not None:  # a condition partly on hyperparameters: decided in Python first
+                return self.emit(_split(e, k, s))
+        if (len(pairs) == 2 and pairs[0].expr == 1 and pairs[1].expr == 0 and pairs[1].cond is sp.true
+                and not self.is_flag(pairs[0].cond)):
             return self.op("cast", x=self.value(pairs[0].cond), dtype=self.dtype()), ATOM
         c0 = pairs[0].cond
         if len(pairs) == 2 and self.is_flag(c0):
@@ -137,6 +166,8 @@ class OperatorLowering:
         return var
 
     def where(self, c, a, b, y_code: str | None = None) -> str:
+        if y_code is None and self.static_part(c) is not None:
+            return self.value(sp.Piecewise((a, c), (b, True), evaluate=False))
         if self.is_flag(c) and y_code is None:  # a Python bool: no tensor op takes it as a condition
             branched = self.flag_branch(c, a, b)
             if branched is not None:
@@ -166,6 +197,8 @@ class OperatorLowering:
 
     def _lower_ITE(self, e) -> tuple[str, int]:  # SymPy's form of "condition on a where"
         c, a, b = e.args
+        if self.is_flag(c):  # a Python bool (a mixed condition is split where it is read)
+            return f"{self.wrap(a, TERNARY + 1)} if {self.value(c)} else {self.wrap(b, TERNARY + 1)}", TERNARY
         return self.call("where", c=self.value(c), x=self.value(a), y=self.value(b))
 
     # ---------------------------------------------------------------- tensor operators
@@ -216,3 +249,27 @@ class OperatorLowering:
             return f"{self.op(key, x=xs, axis=pos)} if {self.need(ax)} else {xs}", TERNARY
         xs = self.tensor_arg(x) if analyse(self.b.ops[key]).slots["x"].uses > 1 else self.value(x)
         return self.call(key, x=xs, axis=pos)
+
+
+def _split(e: sp.Piecewise, k: int, s) -> sp.Piecewise:
+    """`e` with the condition of its pair `k` decided on the Python bool `s`:
+    ``Piecewise((e[s:=True], s), (e[s:=False], True))``, each side without the pairs whose
+    condition became False and cut after the first that became True (built unevaluated:
+    SymPy's own folding of Piecewise is not bounded)."""
+    pairs = [(p.expr, p.cond) for p in e.args]
+    c = pairs[k][1]
+    return sp.Piecewise((_decided(pairs, k, c.xreplace({s: sp.true})), s),
+                        (_decided(pairs, k, c.xreplace({s: sp.false})), True), evaluate=False)
+
+
+def _decided(pairs: list, k: int, cond):
+    out = []
+    for expr, c in pairs[:k] + [(pairs[k][0], cond)] + pairs[k + 1:]:
+        if c is sp.false:
+            continue
+        out.append((expr, c))
+        if c is sp.true:
+            break
+    if not out:  # no pair can hold: the Piecewise is undefined, as its last pair's
+        out = [pairs[-1]]
+    return out[0][0] if out[0][1] is sp.true else sp.Piecewise(*out, evaluate=False)

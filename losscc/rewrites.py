@@ -200,6 +200,56 @@ def _sqrt_product(e, ctx):
     return None
 
 
+def _log_of_reciprocal(e, ctx):
+    """log(u**-1) -> -log(u): equal wherever either side is real (u > 0), both +inf at u = 0
+    and both NaN for u < 0; u**-1 overflows or rounds to 0 where log(u) does not
+    (log((1 + exp(-x))**-1) becomes -softplus(-x))."""
+    if isinstance(e, sp.log) and isinstance(e.args[0], sp.Pow) and e.args[0].args[1] == -1:
+        return -sp.log(e.args[0].args[0])
+    return None
+
+
+def _log_of_power(e, ctx):
+    """log(u**k) -> k * log(u) where u > 0 is proved (for u < 0 and even k the left side is
+    real, the right NaN): the power overflows or underflows where the log does not."""
+    if not (isinstance(e, sp.log) and isinstance(e.args[0], sp.Pow)):
+        return None
+    u, k = e.args[0].args
+    if k == -1 or u.is_number or not ctx.ranges.positive(u):
+        return None
+    return k * sp.log(u)
+
+
+def _confined(f) -> bool:
+    """A positive number, or a value clipped to [lo, hi] with numbers 0 < lo <= hi (a power of
+    one with a number exponent): it neither overflows nor underflows."""
+    if isinstance(f, sp.Pow) and f.args[1].is_Number:
+        f = f.args[0]
+    if f.is_number:
+        return bool(f.is_positive)
+    return isinstance(f, ir.Clip) and all(b.is_Number for b in f.args[1:]) and bool(f.args[1].is_positive)
+
+
+def _log_of_quotient(e, ctx):
+    """log(a * b**-k) -> log(a) - k * log(b) where every factor is proved positive: the
+    quotient overflows or underflows where neither log does. Not where every factor is
+    confined to a range away from 0 (keras' KL divergence of clipped probabilities): the
+    quotient cannot overflow there, and near a = b one log is more accurate than the
+    difference of two."""
+    if not (isinstance(e, sp.log) and isinstance(e.args[0], sp.Mul)):
+        return None
+    factors = e.args[0].args
+    if not any(isinstance(f, sp.Pow) and f.args[1].is_Number and f.args[1].is_negative for f in factors):
+        return None
+    if all(_confined(f) for f in factors):
+        return None
+    if not all(f.is_number and f.is_positive or not f.is_number and ctx.ranges.positive(f) for f in factors):
+        return None
+    logs = [sp.log(f.args[0]) * f.args[1] if isinstance(f, sp.Pow) and f.args[1].is_Number else sp.log(f)
+            for f in factors]
+    return sp.Add(*logs)
+
+
 STABILITY = (
     Rule("softmax-as-exp-log-softmax", "softmax(x) = exp(log_softmax(x)), so log and 1 - p stay accurate",
             _softmax_as_exp),
@@ -212,6 +262,8 @@ STABILITY = (
     Rule("log-add-exp", "log(exp(a) + exp(b)) overflows; the larger argument plus softplus of the "
             "difference does not", _log_add_exp),
     Rule("log-of-exp-product", "log(c * exp(x)) = log(c) + x, no exp to overflow", _log_of_exp_product),
+    Rule("log-of-reciprocal", "log(1 / u) = -log(u) on the whole real line (inf at 0, NaN below); "
+            "1 / u overflows or underflows where log(u) does not", _log_of_reciprocal),
     Rule("log-cosh", "cosh overflows beyond |x| = 89 in float32; log(cosh(x)) is "
             "log1p(expm1(|x|)**2 * exp(-|x|) / 2) below |x| = 2 and |x| + softplus(-2|x|) - log(2) above",
             _log_cosh),
@@ -224,6 +276,10 @@ STABLE = Bundle("stable-rewrites", STABILITY, fixpoint=True)
 RANGE_REWRITES = Bundle("range-rewrites", (
     Rule("sqrt-of-product", "sqrt(a * b) = sqrt(a) * sqrt(b) for a, b >= 0: the product overflows or "
          "underflows (cosine similarity's norms in float32) where each root does not", _sqrt_product),
+    Rule("log-of-power", "log(u**k) = k * log(u) for u > 0: the power overflows or underflows where "
+         "the log does not", _log_of_power),
+    Rule("log-of-quotient", "log(a / b) = log(a) - log(b) for a, b > 0: the quotient overflows or "
+         "underflows where neither log does", _log_of_quotient),
 ))
 
 

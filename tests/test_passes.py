@@ -37,6 +37,8 @@ ALL_BUNDLES = (*pipeline.BUNDLES, guards.UNTAKEN_BRANCH, specialise.OPTIONAL_DEF
 PROOFS = {
     **{r.name: "tests/test_rewrites.py" for r in rewrites.STABILITY},
     "sqrt-of-product": "tests/test_rewrites.py::test_sqrt_of_product_is_an_identity_for_non_negative_factors",
+    "log-of-power": "tests/test_rewrites.py::test_log_of_power_is_an_identity_for_positive_bases",
+    "log-of-quotient": "tests/test_rewrites.py::test_log_of_quotient_is_an_identity_for_positive_factors",
     "gradient-guard-pow": "tests/test_rewrites.py::test_guard_gradients_preserves_the_value",
     "guard-branches": "tests/test_rewrites.py::test_guard_branches_preserves_the_value",
     "guard-untaken-branch": "tests/test_rewrites.py::test_prepared_branches_are_finite_where_not_taken",

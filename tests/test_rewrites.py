@@ -154,6 +154,7 @@ ELEMENTWISE_TRIGGERS = {
     "expm1": [sp.exp(GENERIC) - 1, 1 - sp.exp(GENERIC), sp.exp(x) - 1 + y, 1 - sp.exp(-x) + y**2],
     "softplus": [sp.log(1 + sp.exp(GENERIC)), sp.log(sp.exp(x) + 1), sp.log(1 + sp.exp(-x)), ir.log1p(sp.exp(x))],
     "log-of-exp-product": [sp.log(3 * sp.exp(GENERIC)), sp.log(y * sp.exp(x)), sp.log(sp.exp(x) / 7)],
+    "log-of-reciprocal": [sp.log(1 / (1 + sp.exp(-x))), sp.log(1 / GENERIC), sp.log(1 / ir.sigmoid(x))],
 }
 
 
@@ -373,6 +374,126 @@ def test_sqrt_of_product_preserves_the_value():
     assert "sqrt-of-product" in fired_rules(prep)
 
 
+def test_log_of_reciprocal_agrees_on_the_whole_real_line():
+    """log(1/u) and -log(u) in float64 and in the reference evaluator: equal for u > 0, both
+    +inf at u = 0, both NaN for u < 0; so the rule needs no range fact. SymPy proves the
+    identity for positive u. (At a float -0.0 the written form gives NaN, 1/-0.0 being -inf,
+    and the rewrite +inf, the value at 0.)"""
+    p = sp.Symbol("p", positive=True)
+    assert sp.simplify(sp.log(1 / p) + sp.log(p)) == 0
+    u = np.array([-1e300, -2.0, -1e-300, 0.0, 1e-300, 0.5, 3.0, 1e300, np.inf])
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        before, after = np.log(1 / u), -np.log(u)
+    assert np.array_equal(np.isnan(before), u < 0) and np.array_equal(np.isnan(after), u < 0)
+    assert before[u == 0] == after[u == 0] == np.inf
+    pos = u > 0
+    np.testing.assert_allclose(before[pos], after[pos], rtol=1e-15)
+    spec = make_spec("u: {dtype: float, shape: [N]}", "loss = log(1 / u)")
+    prog = build_program(spec)
+    us = prog.symbols["u"]
+    vals = np.array([-2.0, 0.0, 1e-300, 0.5, 3.0])
+    got = evaluate(prog, sp.log(1 / us), {"u": vals})
+    want = evaluate(prog, RULES["log-of-reciprocal"].apply(sp.log(1 / us), BARE), {"u": vals})
+    assert worst_relative(got, want) == 0.0
+    assert mpmath.isnan(got[0]) and mpmath.isnan(want[0]) and got[1] == want[1] == mpmath.inf
+
+
+LOG_SPEC = """
+x: {dtype: float, shape: [N, C]}
+a: {dtype: float, shape: [N, C], domain: "(0, inf)"}
+b: {dtype: float, shape: [N, C], domain: "[0, 1]"}
+"""
+
+
+def test_log_of_power_is_an_identity_for_positive_bases():
+    """log(u**k) = k*log(u) for u > 0 (SymPy proves it on a positive symbol); the rule fires
+    exactly where the range analysis proves u > 0, and not where u may be 0 or negative,
+    where the identity is false (u = -1, k = 2: log(1) = 0, 2*log(-1) is not real)."""
+    rule = RANGE_RULES["log-of-power"]
+    prog = build_program(make_spec(LOG_SPEC, "loss = x + a + b"))
+    ctx = context(prog)
+    xs, a_, b_ = prog.symbols["x"], prog.symbols["a"], prog.symbols["b"]
+    p, k = sp.Symbol("p", positive=True), sp.Symbol("k", real=True)
+    for before in (sp.log(a_**3), sp.log(a_**-2), sp.log(sp.sqrt(a_)), sp.log((1 + sp.exp(xs))**2),
+                   sp.log((1 + a_)**k)):
+        after = rule.apply(before, ctx)
+        assert after is not None and after != before, before
+        proof = (before - after).subs({a_: p, sp.exp(xs): p})
+        assert sp.simplify(sp.expand_log(proof)) == 0, (before, after)
+    assert rule.apply(sp.log(xs**2), ctx) is None       # x may be negative
+    assert rule.apply(sp.log(b_**3), ctx) is None       # b may be 0
+    assert rule.apply(sp.log(1 / a_), ctx) is None      # the stable log-of-reciprocal's
+    assert sp.log((-1) ** 2) != 2 * sp.log(-1)          # the identity needs the facts
+
+
+def test_log_of_quotient_is_an_identity_for_positive_factors():
+    """log(a/b) = log(a) - log(b) for a, b > 0; fires where the range analysis proves every
+    factor positive; not for a factor that may be 0 or negative, nor where every factor is a
+    clip away from 0 (nothing overflows: keras' KL divergence keeps its one log)."""
+    rule = RANGE_RULES["log-of-quotient"]
+    prog = build_program(make_spec(LOG_SPEC, "loss = x + a + b"))
+    ctx = context(prog)
+    xs, a_, b_ = prog.symbols["x"], prog.symbols["a"], prog.symbols["b"]
+    p, q = sp.symbols("p q", positive=True)
+    for before in (sp.log(a_ / (1 + sp.exp(xs))), sp.log(2 * a_ / (1 + a_)), sp.log(a_ / (a_ + 1) ** 2)):
+        after = rule.apply(before, ctx)
+        assert after is not None and after.is_Add, before
+        proof = (before - after).subs({a_: p, sp.exp(xs): q})
+        assert sp.simplify(sp.expand_log(proof)) == 0, (before, after)
+    assert rule.apply(sp.log(xs / a_), ctx) is None                  # x may be negative
+    assert rule.apply(sp.log(a_ / b_), ctx) is None                  # b may be 0
+    assert rule.apply(sp.log(-a_ / (1 + a_)), ctx) is None           # a negative number factor
+    assert rule.apply(sp.log(a_ * (1 + a_)), ctx) is None            # no quotient
+    clipped = sp.log(ir.Clip(b_, sp.Float(1e-7), 1) / ir.Clip(xs, sp.Float(1e-7), 1))
+    assert rule.apply(clipped, ctx) is None
+    assert rule.apply(sp.log(ir.Clip(b_, sp.Float(1e-7), 1) / (1 + a_)), ctx) is not None
+    m, n = sp.Symbol("m", negative=True), sp.Symbol("n", negative=True)
+    assert sp.simplify(sp.log(m / n) - sp.log(m) + sp.log(n)) != 0  # the identity needs the facts
+
+
+def test_log_range_rewrites_preserve_the_value():
+    spec = make_spec(LOG_SPEC, "loss = log(a**3) * x + log(a / (1 + exp(x))) + log((1 + a)**2 / a**2)")
+    inputs = {"x": XN, "a": np.abs(XN[::-1]) + 0.1, "b": TN}
+    prog, prep = assert_same_values(spec, inputs)
+    assert {"log-of-power", "log-of-quotient"} <= fired_rules(prep)
+
+
+MLSM = """
+x: {dtype: float, shape: [N, C]}
+y: {dtype: float, shape: [N, C], domain: "{0, 1}"}
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_multilabel_soft_margin_written_with_reciprocals_is_finite_in_float32(backend, tmp_path):
+    """MultiLabelSoftMarginLoss as its docs write it, log((1 + exp(-x))**-1), becomes
+    -softplus(-x): finite and right at x = +-1e2 in float32 (as written 1/(1 + exp(100))
+    rounds to 0 and its log is -inf)."""
+    from losscc import verify
+    from losscc.backends import get
+    from losscc.emit import compile_spec
+    from losscc.reference import reference
+
+    spec = make_spec(MLSM, "loss = -sum(y * log((1 + exp(-x))**-1)"
+                           " + (1 - y) * log(exp(-x) * (1 + exp(-x))**-1), axis=C) / C")
+    prep = prepare(spec)
+    assert "log-of-reciprocal" in fired_rules(prep) and prep.loss.has(ir.softplus), prep.loss
+    inputs = {"x": np.array([[1e2, -1e2, 0.5], [-1e2, 1e2, -3.0]]), "y": np.array([[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]])}
+    ref = reference(build_program(spec), inputs, {})
+    path = tmp_path / f"mlsm_{backend}.py"
+    path.write_text(compile_spec(spec, get(backend)))
+    mod = verify.load_module(path, f"mlsm_recip_{backend}")
+    vals, grads = verify.runner(backend).run(mod, spec, verify.CaseData("extreme", "test", inputs, {}),
+                                             "float32", "eager", ["none", "mean"])
+    for red in ("none", "mean"):
+        assert np.all(np.isfinite(vals[red])), vals[red]
+        np.testing.assert_allclose(vals[red], ref.values[red], rtol=2e-5, atol=1e-6)
+    assert np.all(np.isfinite(grads["x"])), grads["x"]
+    np.testing.assert_allclose(grads["x"], ref.grads["x"], rtol=2e-5, atol=1e-6)
+    # first sample: softplus(-100) + softplus(100) + (0.5 + softplus(-0.5)), over 3 classes
+    assert abs(float(vals["none"][0]) - (100 + 0.5 + np.log1p(np.exp(-0.5))) / 3) < 1e-4
+
+
 # --------------------------------------------------------------------------- numerical equivalence
 
 RNG = np.random.default_rng(7)
@@ -404,6 +525,8 @@ NUMERIC_TRIGGERS = {
                  "loss = log1p(exp(2 * x))"],
     "log-add-exp": ["loss = log(exp(x) + exp(t))", "loss = log(exp(x * t) + exp(-x))"],
     "log-of-exp-product": ["loss = log(t * exp(x))", "loss = log(2 * exp(x) / (1 + t))"],
+    "log-of-reciprocal": ["loss = t * log((1 + exp(-x))**-1)", "loss = log(1 / (1 + t)) * x",
+                          "loss = log(1 / (x**2 + t + 1))"],
     "expm1": ["loss = exp(x) - 1", "loss = 1 - exp(x)", "loss = exp(t) - 1 + x",
               "loss = (1 - exp(-t)) * x"],
     "log-cosh": ["loss = log(cosh(x))", "loss = t * log(cosh(x - t))"],
@@ -432,7 +555,8 @@ def test_fired_records_are_pairs_of_equal_values():
     spec = make_spec(MAT, "loss = -(t * log(sigmoid(x)) + (1 - t) * log(1 - sigmoid(x)))"
                      " + log(1 + t**2) * (exp(x) - 1) - log(softmax(x, axis=C)[y]) + log(sum(exp(x), axis=C))"
                      " + log(cosh(x - t)) + Piecewise((0.5 * x**2, x < 1), (x - 0.5, True))"
-                     " + log(1 + exp(t * x)) + log(exp(x) + exp(2 * t)) + log(t * exp(x))")
+                     " + log(1 + exp(t * x)) + log(exp(x) + exp(2 * t)) + log(t * exp(x))"
+                     " + log(1 / (2 + x**2))")
     prog = build_program(spec)
     fired = []
     optimize(prog.loss, fired=fired)
@@ -780,6 +904,8 @@ FLOAT32_EXTREME = [
     ("log-sigmoid", "loss = w * log(1 - sigmoid(x))"),
     ("log-add-exp", "loss = log(exp(w * x) + exp(-x))"),
     ("log-of-exp-product", "loss = log(w * exp(x))"),
+    ("log-of-reciprocal", "loss = w * log((1 + exp(-x))**-1)"),
+    ("log-of-reciprocal", "loss = w * log(1 / (1 + exp(x)))"),
     ("guard-untaken-branch", "loss = where(x < 0, w * exp(x), w * x + 1)"),
     ("guard-untaken-branch", "loss = where(x < 1, w * expm1(x), w * x)"),
     ("guard-untaken-branch", "loss = where(abs(x) < 5, w * cosh(x), w)"),
