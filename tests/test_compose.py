@@ -136,3 +136,26 @@ def test_verify_composed(name):
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
     assert got.returncode == 0, got.stdout + got.stderr
     assert "1 passed" in got.stdout + got.stderr or "passed, 0 failed" in got.stdout + got.stderr
+
+
+def test_nesting_is_bounded(tmp_path):
+    from losscc import limits
+    n = limits.MAX_COMPOSE_DEPTH + 1
+    chain = {f"s{k}": f"name: s{k}\n{HEAD}formula: |\n  loss = s{k + 1}(x, y, reduction=none)\n" for k in range(1, n)}
+    chain[f"s{n}"] = f"name: s{n}\n{HEAD}formula: |\n  loss = (x - y) ** 2\n"
+    assert "E261" in _codes(tmp_path, "s0", "s1(x, y, reduction=none)", chain)
+
+
+def test_a_linked_spec_is_not_followed(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "sq.yaml").write_text(f"name: sq\n{HEAD}formula: |\n  loss = (x - y) ** 2\n")
+    inner = tmp_path / "p"
+    inner.mkdir()
+    (inner / "sq.yaml").symlink_to(outside / "sq.yaml")
+    assert _codes(inner, "a", "sq(x, y, reduction=none)") == ["E208"]
+
+
+def test_a_callee_with_errors(tmp_path):
+    bad = f"name: bad\n{HEAD}formula: |\n  loss = (x - nope) ** 2\n"
+    assert _codes(tmp_path, "a", "bad(x, y, reduction=none)", {"bad": bad}) == ["E265"]
