@@ -24,7 +24,7 @@ from .resources import catalogue
 from .ttype import Fail, TType
 
 _ACTIVE: list[str] = []            # specs whose programs are being built, outermost first
-_CACHE: dict[tuple[str, str], object] = {}
+_CACHES: list[dict] = []          # per outermost build: each spec file's program, built once
 _FOLDS = {  # a tensor operator of a constant (an omitted optional input's default)
     ir.Gather: lambda c, ax: c,
     ir.ReduceMean: lambda c, ax: c,
@@ -54,8 +54,9 @@ def _load(shown: str, f):
     return spec_from_text(raw.decode("utf-8"), shown, hashlib.sha256(raw).hexdigest())
 
 
-def callee_program(node, name: str, caller):
-    """The built program of the spec `name` called from the spec `caller`."""
+def callee_program(node, name: str, caller, cache: dict):
+    """The built program of the spec `name` called from the spec `caller`; `cache` holds the
+    programs built for the outermost spec being compiled (so each file is built once)."""
     found = find_spec(name, caller.path)
     if found is None:
         return None
@@ -70,14 +71,16 @@ def callee_program(node, name: str, caller):
     try:
         spec = _load(shown, f)
         key = (shown, spec.source_sha256)
-        if key in _CACHE:
-            return _CACHE[key]
+        if key in cache:
+            return cache[key]
         pushed = chain[len(_ACTIVE):]
         _ACTIVE.extend(pushed)
+        _CACHES.append(cache)
         try:
             prog = build_program(spec)
         finally:
             del _ACTIVE[len(_ACTIVE) - len(pushed):]
+            _CACHES.pop()
     except SpecError as exc:
         if any(d.code in ("E260", "E261") for d in exc.diagnostics):
             first = next(d for d in exc.diagnostics if d.code in ("E260", "E261"))
@@ -89,9 +92,7 @@ def callee_program(node, name: str, caller):
         raise Fail(node, "E265", f"{shown}: its name is '{spec.name}', not '{name}'")
     if spec.learnable:
         raise Fail(node, "E265", f"spec '{name}' has learnable tensors; a called spec may not")
-    if len(_CACHE) > 64:
-        _CACHE.clear()
-    _CACHE[key] = prog
+    cache[key] = prog
     return prog
 
 
@@ -100,7 +101,8 @@ class SpecCalls:
 
     def spec_call(self, node, d):
         name = node.func.id
-        prog = callee_program(node, name, self.spec)
+        cache = _CACHES[-1] if _CACHES else self.__dict__.setdefault("spec_programs", {})
+        prog = callee_program(node, name, self.spec, cache)
         if prog is None:
             return None
         self.composed = getattr(self, "composed", ())
@@ -162,6 +164,8 @@ class SpecCalls:
                 p = params[name]
                 if t.axes or t.literal or (t.dtype == "bool") != (p.kind == "bool"):
                     raise Fail(a, "E262", f"{spec.name}: param '{name}' needs a {p.kind} scalar")
+                if p.kind == "int" and e.is_Number and not e.is_integer:
+                    raise Fail(a, "E262", f"{spec.name}: param '{name}' needs an integer")
                 if e.is_Number and ((p.min is not None and e < p.min) or (p.max is not None and e > p.max)):
                     raise Fail(a, "E262", f"{spec.name}: param '{name}' = {e} is outside its bounds")
         return values, reduction

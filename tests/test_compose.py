@@ -159,3 +159,23 @@ def test_a_linked_spec_is_not_followed(tmp_path):
 def test_a_callee_with_errors(tmp_path):
     bad = f"name: bad\n{HEAD}formula: |\n  loss = (x - nope) ** 2\n"
     assert _codes(tmp_path, "a", "bad(x, y, reduction=none)", {"bad": bad}) == ["E265"]
+
+
+def test_a_callee_with_learnable_tensors_is_refused(tmp_path):
+    lr = (f"name: lr\n{HEAD}learnable:\n  w: {{shape: [2], init: 0.0}}\nformula: |\n"
+          f"  loss = (x - y) ** 2 * exp(w[0])\n")
+    assert _codes(tmp_path, "a", "lr(x, y, reduction=none)", {"lr": lr}) == ["E265"]
+
+
+def test_param_values_are_checked(tmp_path):
+    assert _codes(tmp_path, "a", "huber(x, y, reduction=none, delta=-1.0)") == ["E262"]
+    assert _codes(tmp_path, "a", "huber(x, y, reduction=none, delta=x)") == ["E262"]
+
+
+def test_a_callee_is_built_once_per_compile(tmp_path, monkeypatch):
+    from losscc import parse
+    calls = []
+    real = parse.build_program
+    monkeypatch.setattr(parse, "build_program", lambda spec: calls.append(spec.name) or real(spec))
+    _program(tmp_path, "a", "mse(x, y, reduction=none) + mse(y, x, reduction=none)")
+    assert calls.count("mse") == 1
