@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 $(BIN)/losscc: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[frameworks,test]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[frameworks,jax,test]'
 	touch $@
 
 setup: $(BIN)/losscc

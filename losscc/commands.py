@@ -54,8 +54,11 @@ def _verify_backends(args) -> int | None:
     left = [b for b in chosen if b not in skipped]
     missing = missing_frameworks(()) + [m for b in (left or chosen) for m in gaps[b]]
     if missing:
+        # the extras of the backends that lack a framework (numpy alone: of those to verify)
+        short = [b for b in (left or chosen) if gaps[b]] or (left or chosen)
+        extras = ",".join(sorted({get_backend(b).extra for b in short}))
         print(f"losscc: error: verify runs the generated code, and {', '.join(dict.fromkeys(missing))} cannot be "
-              "imported; install the frameworks with: pip install 'losscc[frameworks]' [E199]", file=sys.stderr)
+              f"imported; install the frameworks with: pip install 'losscc[{extras}]' [E199]", file=sys.stderr)
         return 2
     for b in skipped:
         print(f"losscc: note: skipping backend {b}: {', '.join(gaps[b])} cannot be imported", file=sys.stderr)

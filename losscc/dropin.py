@@ -239,13 +239,29 @@ def ctor_inputs(spec, backend: str) -> list[str]:
     return [i.name for i in spec.inputs if i.optional and i.name in d.init]
 
 
-def call_args(spec) -> list[str]:
+def _input_aliases(spec, d: DropIn) -> list[str]:
+    inputs = {i.name for i in spec.inputs}
+    return [alias for arg, alias in d.aliases if arg in inputs]
+
+
+def forward_params(spec, backend: str) -> list[str]:
+    """The class's call: the inputs in the order of ``inputs:``, then the library's keywords
+    for them (``loss(input=x, label=y)``), keyword-only and passed on to the function, which
+    resolves them."""
+    d = of(spec, backend)
+    late = set(late_required(spec, d))
+    out = [i.name if not i.optional and i.name not in late else f"{i.name}=None" for i in spec.inputs]
+    kw = [f"{alias}=None" for alias in _input_aliases(spec, d)]
+    return out + (["*"] + kw if kw else [])
+
+
+def call_args(spec, backend: str) -> list[str]:
     """The class's call of its function: required inputs by position, the rest by keyword."""
     call = [i.name for i in spec.inputs if not i.optional]
     call += [f"self.{lr.name}" for lr in spec.learnable]
     call += [f"{i.name}={i.name}" for i in spec.inputs if i.optional]
     call += [f"{p.name}=self.{p.name}" for p in spec.params] + ["reduction=self.reduction"]
-    return call
+    return call + [f"{alias}={alias}" for alias in _input_aliases(spec, of(spec, backend))]
 
 
 # --------------------------------------------------------------------------- entry code

@@ -148,9 +148,9 @@ def module_context(spec: Spec, backend: Backend) -> dict:
     d = dropin.of(spec, backend.name)
     init = dropin.init_params(spec, backend.name, backend.ops["float32"] if spec.learnable else None)
     check_params = [p.name for p in spec.params] + ["reduction"]
-    forward = [i.name for i in spec.inputs if not i.optional] + [f"{i.name}=None" for i in spec.inputs if i.optional]
+    forward = dropin.forward_params(spec, backend.name)
     return dict(init_params=init, check_params=check_params, check_args=check_params,
-                forward_params=forward, call_args=dropin.call_args(spec), ctor_inputs=dropin.ctor_inputs(spec, backend.name), arg_docs=arg_docs(spec, d),
+                forward_params=forward, call_args=dropin.call_args(spec, backend.name), ctor_inputs=dropin.ctor_inputs(spec, backend.name), arg_docs=arg_docs(spec, d),
                 entry_lines=dropin.alias_lines(spec, backend.name),
                 init_entry_lines=dropin.init_alias_lines(spec, backend.name),
                 input_params=dropin.input_check_params(spec), input_checks=dropin.input_checks(spec, backend),

@@ -96,3 +96,31 @@ def test_generating_imports_no_framework(tmp_path):
                        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]", r.stdout
+
+
+def test_the_standard_library_is_no_framework():
+    """A generated module may import the standard library: its names are reserved, but it is
+    nothing to install, load or keep out of losscc's files."""
+    import dataclasses
+
+    from losscc.backends import get
+
+    b = dataclasses.replace(get("paddle"), imports=("import dataclasses", "from os import path", "import paddle"))
+    assert b.frameworks == ("paddle",) and not b.missing()
+    assert {"dataclasses", "path", "paddle"} == b.bound_names
+
+
+def test_the_install_hint_names_the_extra_of_the_backend_without_its_framework(monkeypatch, capsys):
+    """E199 says which optional-dependency group of losscc installs the missing framework."""
+    import dataclasses
+
+    from losscc import commands
+    from losscc.backends import get
+
+    other = dataclasses.replace(get("paddle"), name="other", imports=("import surely_not_installed_zz",),
+                                extra="other")
+    monkeypatch.setattr(commands, "get_backend", lambda n: other if n == "other" else get(n))
+    assert commands._verify_backends(types.SimpleNamespace(backend=["other", "paddle"])) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "surely_not_installed_zz cannot be imported" in line and "pip install 'losscc[other]'" in line, line
+    assert get("paddle").extra == get("mindspore").extra == "frameworks"

@@ -146,7 +146,21 @@ def _pd_run(mod, fn_name, arrays, dtype, mode):
         g.dtype == getattr(paddle, dtype), g.astype("float32").numpy()
 
 
-HALF_RUNS = {"mindspore": _ms_run, "paddle": _pd_run}  # (value ok, value, gradient ok, gradient)
+def _jax_run(mod, fn_name, arrays, dtype, mode):
+    import jax
+    import jax.numpy as jnp
+
+    tensors = [jnp.asarray(a.astype(np.float32)).astype(dtype) if a.dtype.kind == "f" else jnp.asarray(a)
+               for a in arrays]
+    fn = jax.value_and_grad(getattr(mod, next(n for n in mod.__all__ if n[0].isupper()))())  # the class
+    if mode == "graph":
+        fn = jax.jit(fn)
+    v, g = fn(*tensors)
+    return v.dtype == jnp.dtype(dtype), float(v.astype(jnp.float32)), \
+        g.dtype == jnp.dtype(dtype), np.asarray(g.astype(jnp.float32))
+
+
+HALF_RUNS = {"mindspore": _ms_run, "paddle": _pd_run, "jax": _jax_run}  # (value ok, value, gradient ok, gradient)
 INPUTS = {
     "focal": lambda rng: [rng.standard_normal((6, 5)) * 3, rng.integers(0, 5, 6)],
     "bce_with_logits": lambda rng: [rng.standard_normal((6, 5)) * 3, rng.uniform(0, 1, (6, 5))],

@@ -72,7 +72,7 @@ EXPLICIT = {
     "shape symbols that are builtins": dict(ax0="Ellipsis", ax1="ValueError"),
     "input named like the spec": dict(name="quantile", w="quantile"),
     "required input named like the spec": dict(name="quantile", a="quantile"),
-    "input named like a framework elsewhere": dict(a="jnp", b="mint"),
+    "input named like a framework elsewhere": dict(a="torch", b="mint"),
     "input named like the paddle helper": dict(name="shape", a="shape"),
     "reduction named like a local": dict(red="result"),
     "learnable named like a local": dict(lr="in_dtype"),

@@ -165,10 +165,10 @@ class Bce(nn.Layer):
         self.reduction = reduction
         self.weight = weight
 
-    def forward(self, input, target, weight=None):
+    def forward(self, input, target=None, weight=None, *, label=None):
         if weight is None:  # the constructor's
             weight = self.weight
-        return bce(input, target, weight=weight, reduction=self.reduction)
+        return bce(input, target, weight=weight, reduction=self.reduction, label=label)
 
 
 BCELoss = Bce  # the built-in's name

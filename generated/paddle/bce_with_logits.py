@@ -213,7 +213,16 @@ class BceWithLogits(nn.Layer):
         self.weight = weight
         self.pos_weight = pos_weight
 
-    def forward(self, input, target, weight=None, pos_weight=None):
+    def forward(
+        self,
+        input=None,
+        target=None,
+        weight=None,
+        pos_weight=None,
+        *,
+        logit=None,
+        label=None,
+    ):
         if weight is None:  # the constructor's
             weight = self.weight
         if pos_weight is None:  # the constructor's
@@ -224,6 +233,8 @@ class BceWithLogits(nn.Layer):
             weight=weight,
             pos_weight=pos_weight,
             reduction=self.reduction,
+            logit=logit,
+            label=label,
         )
 
 

@@ -184,9 +184,14 @@ class CosineEmbedding(nn.Layer):
         self.margin = margin
         self.reduction = reduction
 
-    def forward(self, input1, input2, target):
+    def forward(self, input1, input2, target=None, *, label=None):
         return cosine_embedding(
-            input1, input2, target, margin=self.margin, reduction=self.reduction
+            input1,
+            input2,
+            target,
+            margin=self.margin,
+            reduction=self.reduction,
+            label=label,
         )
 
 

@@ -248,7 +248,7 @@ class CrossEntropy(nn.Layer):
         self.reduction = reduction
         self.weight = weight
 
-    def forward(self, input, target, weight=None):
+    def forward(self, input, target=None, weight=None, *, label=None):
         if weight is None:  # the constructor's
             weight = self.weight
         return cross_entropy(
@@ -258,6 +258,7 @@ class CrossEntropy(nn.Layer):
             ignore_index=self.ignore_index,
             label_smoothing=self.label_smoothing,
             reduction=self.reduction,
+            label=label,
         )
 
 

@@ -175,9 +175,16 @@ class GaussianNll(nn.Layer):
         self.eps = eps
         self.reduction = reduction
 
-    def forward(self, input, target, var):
+    def forward(self, input, target=None, var=None, *, label=None, variance=None):
         return gaussian_nll(
-            input, target, var, full=self.full, eps=self.eps, reduction=self.reduction
+            input,
+            target,
+            var,
+            full=self.full,
+            eps=self.eps,
+            reduction=self.reduction,
+            label=label,
+            variance=variance,
         )
 
 

@@ -164,9 +164,14 @@ class Huber(nn.Layer):
         self.delta = delta
         self.reduction = reduction
 
-    def forward(self, input, target, weight=None):
+    def forward(self, input, target=None, weight=None, *, label=None):
         return huber(
-            input, target, weight=weight, delta=self.delta, reduction=self.reduction
+            input,
+            target,
+            weight=weight,
+            delta=self.delta,
+            reduction=self.reduction,
+            label=label,
         )
 
 

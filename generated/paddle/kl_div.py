@@ -169,9 +169,13 @@ class KlDiv(nn.Layer):
         self.log_target = log_target
         self.reduction = reduction
 
-    def forward(self, input, target):
+    def forward(self, input, target=None, *, label=None):
         return kl_div(
-            input, target, log_target=self.log_target, reduction=self.reduction
+            input,
+            target,
+            log_target=self.log_target,
+            reduction=self.reduction,
+            label=label,
         )
 
 

@@ -144,8 +144,8 @@ class L1(nn.Layer):
         super().__init__()
         self.reduction = reduction
 
-    def forward(self, input, target, weight=None):
-        return l1(input, target, weight=weight, reduction=self.reduction)
+    def forward(self, input, target=None, weight=None, *, label=None):
+        return l1(input, target, weight=weight, reduction=self.reduction, label=label)
 
 
 L1Loss = L1  # the built-in's name

@@ -157,9 +157,25 @@ class MarginRanking(nn.Layer):
         self.margin = margin
         self.reduction = reduction
 
-    def forward(self, input1, input2, target):
+    def forward(
+        self,
+        input1=None,
+        input2=None,
+        target=None,
+        *,
+        input=None,
+        other=None,
+        label=None,
+    ):
         return margin_ranking(
-            input1, input2, target, margin=self.margin, reduction=self.reduction
+            input1,
+            input2,
+            target,
+            margin=self.margin,
+            reduction=self.reduction,
+            input=input,
+            other=other,
+            label=label,
         )
 
 

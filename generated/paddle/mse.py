@@ -146,8 +146,8 @@ class Mse(nn.Layer):
         super().__init__()
         self.reduction = reduction
 
-    def forward(self, input, target, weight=None):
-        return mse(input, target, weight=weight, reduction=self.reduction)
+    def forward(self, input, target=None, weight=None, *, label=None):
+        return mse(input, target, weight=weight, reduction=self.reduction, label=label)
 
 
 MSELoss = Mse  # the built-in's name

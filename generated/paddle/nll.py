@@ -200,7 +200,7 @@ class Nll(nn.Layer):
         self.reduction = reduction
         self.weight = weight
 
-    def forward(self, input, target, weight=None):
+    def forward(self, input, target=None, weight=None, *, label=None):
         if weight is None:  # the constructor's
             weight = self.weight
         return nll(
@@ -209,6 +209,7 @@ class Nll(nn.Layer):
             weight=weight,
             ignore_index=self.ignore_index,
             reduction=self.reduction,
+            label=label,
         )
 
 

@@ -185,7 +185,7 @@ class PoissonNll(nn.Layer):
         self.eps = eps
         self.reduction = reduction
 
-    def forward(self, input, target):
+    def forward(self, input, target=None, *, label=None):
         return poisson_nll(
             input,
             target,
@@ -193,6 +193,7 @@ class PoissonNll(nn.Layer):
             full=self.full,
             eps=self.eps,
             reduction=self.reduction,
+            label=label,
         )
 
 

@@ -136,5 +136,7 @@ class SmoothL1(nn.Layer):
         self.beta = beta
         self.reduction = reduction
 
-    def forward(self, input, target):
-        return smooth_l1(input, target, beta=self.beta, reduction=self.reduction)
+    def forward(self, input, target=None, *, label=None):
+        return smooth_l1(
+            input, target, beta=self.beta, reduction=self.reduction, label=label
+        )

@@ -29,7 +29,8 @@ Adding a backend ``foo``:
 2. write ``templates/foo/module.py.j2``: ``{% extends "_module.py.j2" %}`` and the
    blocks of the class (``class_base``, ``class_doc``, ``learnable``, and where the
    defaults do not serve ``super_init`` and ``call_method``; or the whole ``class``);
-3. add the framework to the ``frameworks`` extra in ``pyproject.toml``, and run
+3. add the framework to an extra in ``pyproject.toml`` (``frameworks``, or one of its
+   own that ``Backend.extra`` names: verify's install hint says which), and run
    ``tests/test_operators.py`` (every operator's convention at ties, in the new backend)
    and ``losscc verify``.
 
@@ -45,6 +46,7 @@ import ast
 import importlib
 import importlib.util
 import pkgutil
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -85,6 +87,8 @@ class Backend:
     quiet_env: Mapping[str, str] = field(default_factory=dict)
     # frameworks are imported in ascending load_order (then by name) into one process
     load_order: int = 0
+    # the optional-dependency group of losscc's pyproject.toml that installs the framework
+    extra: str = "frameworks"
 
     def __post_init__(self):
         # the spellings over the base table, checked against the operator interface
@@ -99,11 +103,13 @@ class Backend:
 
     @property
     def frameworks(self) -> tuple[str, ...]:
-        """The top-level modules the generated code imports, in order of first import."""
+        """The top-level modules the generated code imports, in order of first import; the
+        standard library's (a generated module may use it) are no framework."""
         out: list[str] = []
         for node in _import_nodes(self.imports):
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            out += [m.split(".")[0] for m in mods if m.split(".")[0] not in out]
+            out += [m.split(".")[0] for m in mods
+                    if m.split(".")[0] not in out and m.split(".")[0] not in sys.stdlib_module_names]
         return tuple(out)
 
     @property

@@ -1,0 +1,173 @@
+"""JAX: lowering table (``jax.numpy``, ``jax.nn``, ``jax.lax``; eager and ``jax.jit``) and
+verify's runner.  JAX is imported by the runner only.
+
+The generated module is functional: a pure function per loss (the same name and
+signature as the other backends') and a frozen dataclass holding the hyperparameters,
+whose ``__call__`` calls the function. Learnable tensors are arguments of both (JAX
+has no stateful parameters); the class's ``init(dtype)`` gives their initial values.
+
+Without ``jax_enable_x64`` JAX turns float64 inputs into float32 when they become
+arrays, so the code computes in float32; nothing in it depends on the flag.
+"""
+
+from . import Backend, _freeze
+
+_CLIP = '''def _clip(x, lo=None, hi=None):
+    """x clipped to [lo, hi]; at a bound the gradient goes to x, as torch.clamp's.
+
+    jnp.clip is maximum then minimum, which give half the gradient at a tie.
+    """
+    if lo is not None:
+        x = jnp.where(x < lo, lo, x)
+    if hi is not None:
+        x = jnp.where(x > hi, hi, x)
+    return x'''
+
+_ABS = '''def _abs(x):
+    """|x| with gradient 0 at x = 0, as torch.abs's (jnp.abs gives 1 there)."""
+    return x * jnp.sign(x)'''
+
+
+class Runner:
+    """Runs a generated JAX module: eager or compiled (``jax.jit``); gradients with
+    ``jax.grad``. Building one turns on ``jax_enable_x64`` (process-wide, JAX has no other
+    switch) so that float64 cases compute in float64."""
+
+    def __init__(self):
+        import jax
+        import numpy as np
+
+        jax.config.update("jax_enable_x64", True)
+        self.jax, self.np = jax, np
+
+    def tensor(self, a, dtype):
+        np = self.np
+        a = np.asarray(a)
+        if a.dtype.kind != "b":
+            a = a.astype(np.int64) if a.dtype.kind in "iu" else a.astype(dtype)
+        return self.jax.numpy.asarray(a)
+
+    def gradient(self, fn, arrays, dtype: str, mode: str):
+        """fn(*tensors) and the gradient of its sum with respect to each float array (None
+        for the others), as NumPy arrays."""
+        jax, np = self.jax, self.np
+        arrays = [np.asarray(a) for a in arrays]
+        tensors = [self.tensor(a, dtype) for a in arrays]
+        value = np.asarray((jax.jit(fn) if mode == "graph" else fn)(*tensors))
+        pos = tuple(k for k, a in enumerate(arrays) if a.dtype.kind == "f")
+        grads = [None] * len(arrays)
+        if value.dtype.kind != "f":  # an int or bool result (argmax): nothing differentiates
+            return value, [np.zeros(arrays[k].shape) if k in pos else None for k in range(len(arrays))]
+        if pos:
+            grad = jax.grad(lambda *t: jax.numpy.sum(fn(*t)), argnums=pos)
+            for k, g in zip(pos, (jax.jit(grad) if mode == "graph" else grad)(*tensors)):
+                grads[k] = np.asarray(g)
+        return value, grads
+
+    def args(self, spec, case, dtype):
+        """The call's positional arguments (required inputs, learnable tensors, optional
+        inputs) and, for each, its name where it is differentiated (else None)."""
+        required = [i for i in spec.inputs if not i.optional]
+        optional = [i for i in spec.inputs if i.optional]
+        args, names = [], []
+        for inp in required:
+            v = case.inputs.get(inp.name)
+            args.append(None if v is None else self.tensor(v, dtype))
+            names.append(inp.name if v is not None and inp.dtype == "float" else None)
+        for lr in spec.learnable:
+            args.append(self.tensor(case.learnable[lr.name], dtype))
+            names.append(lr.name)
+        for inp in optional:
+            v = case.inputs.get(inp.name)
+            args.append(None if v is None else self.tensor(v, dtype))
+            names.append(None)
+        return args, names
+
+    def run(self, mod, spec, case, dtype, mode, reductions):
+        jax, np = self.jax, self.np
+        cls = getattr(mod, spec.class_name)
+        args, names = self.args(spec, case, dtype)
+        values = {}
+        for red in reductions:
+            fn = cls(**case.params, reduction=red)
+            values[red] = np.asarray((jax.jit(fn) if mode == "graph" else fn)(*args)).astype(float)
+        pos = tuple(k for k, n in enumerate(names) if n is not None)
+        grads = {}
+        if pos:
+            grad = jax.grad(cls(**case.params, reduction="sum"), argnums=pos)
+            for k, g in zip(pos, (jax.jit(grad) if mode == "graph" else grad)(*args)):
+                grads[names[k]] = np.asarray(g).astype(float)
+        return values, grads
+
+
+BACKEND = Backend(
+    name="jax",
+    runner=Runner,
+    extra="jax",  # apart from MindSpore and Paddle: pip install "losscc[jax]"
+    imports=("import dataclasses", "import jax", "import jax.numpy as jnp"),
+    # a Python float is weakly typed: float64 arithmetic keeps it in float64 (with x64 on)
+    wrap_scalars=False,
+    where_scalars=True,
+    # the generated class's own attributes (a frozen dataclass with __call__ and init)
+    attributes=frozenset({"init"}),
+    ops=_freeze({
+        "exp": "jnp.exp({x})",
+        "log": "jnp.log({x})",
+        # XLA's log1p and expm1 are accurate near 0 in float64 and float32
+        "log1p": "jnp.log1p({x})",
+        "expm1": "jnp.expm1({x})",
+        "sqrt": "jnp.sqrt({x})",
+        "rsqrt": "jax.lax.rsqrt({x})",
+        "abs": "_abs({x})",
+        "tanh": "jnp.tanh({x})",
+        "cosh": "jnp.cosh({x})",
+        "erf": "jax.lax.erf({x})",
+        "sigmoid": "jax.nn.sigmoid({x})",
+        # logaddexp(x, 0): max(x, 0) + log1p(exp(-|x|)), no threshold; gradient 1/2 at 0
+        "softplus": "jax.nn.softplus({x})",
+        # a tie splits the gradient in half, the convention of max(a, b) between two tensors
+        "maximum": "jnp.maximum({x}, {y})",
+        "minimum": "jnp.minimum({x}, {y})",
+        "clip": "_clip({x}, {lo}, {hi})",
+        "clip_min": "_clip({x}, lo={lo})",
+        "clip_max": "_clip({x}, hi={hi})",
+        "where": "jnp.where({c}, {x}, {y})",
+        "and": "jnp.logical_and({x}, {y})",
+        "or": "jnp.logical_or({x}, {y})",
+        "not": "jnp.logical_not({x})",
+        "sum": "jnp.sum({x}, axis={axis}, keepdims=True)",
+        "mean": "jnp.mean({x}, axis={axis}, keepdims=True)",
+        # the gradient is shared evenly among tied maxima (torch.amax's convention)
+        "amax": "jnp.max({x}, axis={axis}, keepdims=True)",
+        "logsumexp": "jax.nn.logsumexp({x}, axis={axis}, keepdims=True)",
+        "softmax": "jax.nn.softmax({x}, axis={axis})",
+        "log_softmax": "jax.nn.log_softmax({x}, axis={axis})",
+        "gather_log_softmax": "jnp.take_along_axis({x}, {index}, axis={axis}) - jax.nn.logsumexp({x}, axis={axis}, keepdims=True)",
+        "argmax": "jnp.argmax({x}, axis={axis}, keepdims=True)",  # ties: the first index
+        "argmin": "jnp.argmin({x}, axis={axis}, keepdims=True)",
+        "round": "jnp.round({x})",  # half to even, as the reference
+        "floor": "jnp.floor({x})",
+        "ceil": "jnp.ceil({x})",
+        "sign": "jnp.sign({x})",
+        "take_along_axis": "jnp.take_along_axis({x}, {index}, axis={axis})",
+        "lookup": "jnp.take({x}, {index})",
+        "broadcast_to": "jnp.broadcast_to({x}, {shape})",
+        "stop_gradient": "jax.lax.stop_gradient({x})",
+        "cast": "jnp.astype({x}, {dtype})",
+        "reshape": "jnp.reshape({x}, {shape})",
+        "zeros_like": "jnp.zeros_like({x})",
+        "full_like": "jnp.full_like({x}, {value})",
+        "full": "jnp.full({shape}, {value}, dtype={dtype})",
+        "arange": "jnp.arange({n})",
+        # functions, not methods: the result is a JAX array also for NumPy inputs
+        "sum_all": "jnp.sum({x})",
+        "mean_all": "jnp.mean({x})",
+        # the dtype JAX computes in: float32 for a float64 NumPy input without x64
+        "dtype_of": "jnp.result_type({x})",
+        "half_dtypes": "(jnp.float16, jnp.bfloat16)",
+        "float_dtypes": "(jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)",
+        "int_dtypes": "(jnp.int32, jnp.int64)",
+        "float32": "jnp.float32",
+    }),
+    helpers=_freeze({"clip": _CLIP, "clip_min": _CLIP, "clip_max": _CLIP, "abs": _ABS}),
+)
