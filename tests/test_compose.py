@@ -179,3 +179,27 @@ def test_a_callee_is_built_once_per_compile(tmp_path, monkeypatch):
     monkeypatch.setattr(parse, "build_program", lambda spec: calls.append(spec.name) or real(spec))
     _program(tmp_path, "a", "mse(x, y, reduction=none) + mse(y, x, reduction=none)")
     assert calls.count("mse") == 1
+
+
+_HOSTILE = """
+import resource, sys
+from pathlib import Path
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+from losscc.cli import main
+root = Path(sys.argv[1])
+head = "summary: s.\\ninputs:\\n  x: {dtype: float, shape: [N]}\\n  y: {dtype: float, shape: [N]}\\n"
+pairs = [("exp(x)", "y"), ("x", "exp(y)"), ("y", "x"), ("x * y", "y")]
+calls = " + ".join(f"s{{k}}({a}, {b}, reduction=none)" for a, b in pairs)
+(root / "s0.yaml").write_text("name: s0\\n" + head + "formula: |\\n  loss = x * exp(y)\\n")
+for k in range(1, 8):
+    (root / f"s{k}.yaml").write_text(f"name: s{k}\\n" + head + "formula: |\\n  loss = "
+                                     + calls.format(k=k - 1) + "\\n")
+sys.exit(main(["explain", "s7.yaml"]))
+"""
+
+
+def test_exponential_composition_is_refused_within_bounds(tmp_path):
+    got = subprocess.run([sys.executable, "-c", _HOSTILE, "."], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert got.returncode == 2, got.stdout + got.stderr
+    assert "exceeds the limit 'tree'" in got.stderr and "Traceback" not in got.stderr
