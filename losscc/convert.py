@@ -14,6 +14,7 @@ import sympy as sp
 
 from . import functions, ir, limits
 from .calls import CallRules
+from .compose import SpecCalls
 from .constants import (
     check_constant,
     decide,
@@ -26,7 +27,6 @@ from .constants import (
 )
 from .errors import Collector, did_you_mean
 from .spec import Binding
-from .compose import SpecCalls
 from .ttype import Fail, TType, union
 from .yamlread import clip as _clip
 
