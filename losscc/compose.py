@@ -111,26 +111,30 @@ class SpecCalls:
         spec = prog.spec
         values, reduction = self._spec_arguments(node, spec, d)
         sub, axes = self._unify(node, prog, values)
-        loss, den = _remap(prog.loss, sub, axes, node), None
         cond = None
         for inp in spec.inputs:
-            if inp.ignore:
-                c = sp.Ne(sub[prog.symbols[inp.name]], sub[prog.symbols[inp.ignore]])
+            if inp.ignore:  # as the pipeline's mask: ignored positions give 0, their index reads 0
+                label = sub[prog.symbols[inp.name]]
+                c = sp.Ne(label, sub[prog.symbols[inp.ignore]])
                 cond = c if cond is None else sp.And(cond, c)
+                safe = sp.Piecewise((label, c), (0, True))
+                self.types.setdefault(safe, self.types[label])
+                sub = {**sub, prog.symbols[inp.name]: safe}
+        loss, den = _remap(prog.loss, sub, axes, node), None
         if cond is not None:
             loss = sp.Piecewise((loss, cond), (0, True))
         self._retype(loss)
         if reduction != "none":
             raw = prog.denominators.get(reduction) if reduction != "sum" else None
+            per_element = raw is not None and bool(prog.typeof(raw).axes)
             if raw is not None:
                 den = _remap(raw, sub, axes, node)
                 self._retype(den)
-                if cond is not None and self.types[den].axes:
+                if cond is not None and per_element:  # as the mask: ignored positions do not count
                     den = sp.Piecewise((den, cond), (0, True))
             elif reduction != "sum" and cond is not None:
-                den = sp.Piecewise((1, cond), (0, True))
-            per_element = raw is not None and bool(prog.typeof(raw).axes)
-            loss = self._reduce(loss, den, reduction, per_element or cond is not None)
+                den, per_element = sp.Piecewise((1, cond), (0, True)), True
+            loss = self._reduce(loss, den, reduction, per_element)
         self.composed = (*self.composed, (name, spec.source_sha256))
         return self._t(loss, self._retype(loss))
 

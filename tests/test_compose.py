@@ -215,3 +215,35 @@ def test_a_named_reduction_and_a_variadic_group_of_several_axes(tmp_path):
     # batchmean: the sum over N and the group *D = (H, W), divided by N's size
     assert "/Size(N)" in text and text.count("ReduceSum(") == 3
     assert prog.typeof(prog.loss).axes == ("N", "H", "W")
+
+
+def test_a_called_specs_ignored_positions_give_zero_and_do_not_count(tmp_path):
+    pytest.importorskip("paddle")
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "ce_skip_one.yaml").write_text(
+        "name: ce_skip_one\nsummary: s.\ninputs:\n  x: {dtype: float, shape: [N, C]}\n"
+        "  t: {dtype: int, shape: [N], domain: \"[0, C)\"}\n"
+        "formula: |\n  loss = cross_entropy(x, t, ignore_index=1, reduction=none)\n"
+        "reductions:\n  mean: {denominator: \"where(t != 1, 1.0, 0.0)\"}\n"
+        "cases:\n  - id: hand\n    # rows with class 1 are ignored: log(2), 0, 0; the mean counts one row\n"
+        "    inputs: {x: [[0.0, 0.0], [0.0, 0.0], [0.0, 1.0986122886681098]], t: [0, 1, 1]}\n"
+        "    expected: {none: [0.6931471805599453, 0.0, 0.0], mean: 0.6931471805599453}\n")
+    got = subprocess.run([sys.executable, "-m", "losscc", "verify", "specs/ce_skip_one.yaml", "--backend", "paddle",
+                          "--dtype", "float64", "--mode", "eager"], cwd=tmp_path, check=False,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
+    assert got.returncode == 0 and "1 passed, 0 failed" in got.stdout + got.stderr, got.stdout + got.stderr
+    summed = build_program(load_spec(specs / "ce_skip_one.yaml"))
+    assert "Ne(t, 1)" in repr(summed.loss)
+    # the callee's own mean: the weighted mean over the positions not ignored
+    (specs / "ce_mean.yaml").write_text(
+        "name: ce_mean\nsummary: s.\ninputs:\n  x: {dtype: float, shape: [N, C]}\n"
+        "  t: {dtype: int, shape: [N], domain: \"[0, C)\"}\n"
+        "formula: |\n  loss = cross_entropy(x, t, ignore_index=1, reduction=mean)\n"
+        "cases:\n  - id: hand\n"
+        "    inputs: {x: [[0.0, 0.0], [0.0, 0.0], [0.0, 1.0986122886681098]], t: [0, 1, 1]}\n"
+        "    expected: {none: 0.6931471805599453}\n")
+    got = subprocess.run([sys.executable, "-m", "losscc", "verify", "specs/ce_mean.yaml", "--random", "0", "--backend", "paddle",
+                          "--dtype", "float64", "--mode", "eager"], cwd=tmp_path, check=False,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
+    assert got.returncode == 0 and "1 passed, 0 failed" in got.stdout + got.stderr, got.stdout + got.stderr
