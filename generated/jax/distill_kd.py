@@ -23,13 +23,14 @@ Composes the specs kl_div, cross_entropy (inlined, compiled as one program).
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    picked = log_softmax(student, axis=C)[target]
-    hard = where(target != -100, -picked, 0)
+    t = target != -100
+    picked = log_softmax(student, axis=C)[where(t, target, 0)]
+    hard = where(t, -picked, 0)
     frozen = stop_gradient(teacher)
     log_probs = log_softmax(frozen/temperature, axis=C)
-    t = exp(log_probs) > 0
+    t_1 = exp(log_probs) > 0
     log_probs_1 = log_softmax(student/temperature, axis=C)
-    soft = where(t, (-log_probs_1 + log_probs)*exp(where(t, log_probs, 0)), 0)
+    soft = where(t_1, (-log_probs_1 + log_probs)*exp(where(t_1, log_probs, 0)), 0)
     total = sum(soft, axis=C)
     loss = (1 - alpha)*hard + alpha*temperature**2*total
 """
@@ -150,16 +151,17 @@ def distill_kd(
         teacher = jnp.astype(teacher, jnp.float32)
     N = student.shape[0]
     target = jnp.reshape(target, (N, 1))
-    picked = jnp.take_along_axis(student, target, axis=-1) - jax.nn.logsumexp(
-        student, axis=-1, keepdims=True
-    )
-    hard = jnp.where(target != -100, -picked, 0)
+    t = target != -100
+    picked = jnp.take_along_axis(
+        student, jnp.where(t, target, 0), axis=-1
+    ) - jax.nn.logsumexp(student, axis=-1, keepdims=True)
+    hard = jnp.where(t, -picked, 0)
     frozen = jax.lax.stop_gradient(teacher)
     log_probs = jax.nn.log_softmax(frozen / temperature, axis=-1)
-    t = jnp.exp(log_probs) > 0
+    t_1 = jnp.exp(log_probs) > 0
     log_probs_1 = jax.nn.log_softmax(student / temperature, axis=-1)
     soft = jnp.where(
-        t, (log_probs - log_probs_1) * jnp.exp(jnp.where(t, log_probs, 0)), 0
+        t_1, (log_probs - log_probs_1) * jnp.exp(jnp.where(t_1, log_probs, 0)), 0
     )
     total = jnp.sum(soft, axis=-1, keepdims=True)
     loss = (1 - alpha) * hard + alpha * temperature**2 * total

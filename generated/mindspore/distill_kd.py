@@ -23,15 +23,16 @@ Composes the specs kl_div, cross_entropy (inlined, compiled as one program).
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    picked = log_softmax(student, axis=C)[target]
-    hard = where(target != -100, -picked, 0)
+    t = target != -100
+    picked = log_softmax(student, axis=C)[where(t, target, 0)]
+    hard = where(t, -picked, 0)
     frozen = stop_gradient(teacher)
-    t = frozen/temperature
-    log_probs = log_softmax(t, axis=C)
-    t_1 = exp(log_probs) > 0
-    t_2 = student/temperature
-    log_probs_1 = log_softmax(t_2, axis=C)
-    soft = where(t_1, (-log_probs_1 + log_probs)*exp(where(t_1, log_probs, 0)), 0)
+    t_1 = frozen/temperature
+    log_probs = log_softmax(t_1, axis=C)
+    t_2 = exp(log_probs) > 0
+    t_3 = student/temperature
+    log_probs_1 = log_softmax(t_3, axis=C)
+    soft = where(t_2, (-log_probs_1 + log_probs)*exp(where(t_2, log_probs, 0)), 0)
     total = sum(soft, axis=C)
     loss = (1 - alpha)*hard + alpha*temperature**2*total
 """
@@ -153,18 +154,19 @@ def distill_kd(
     temperature = ms.Tensor(temperature, dtype)
     alpha = ms.Tensor(alpha, dtype)
     target = ops.reshape(target, (N, 1))
-    picked = ops.gather_elements(student, -1, target) - ops.logsumexp(
+    t = target != -100
+    picked = ops.gather_elements(student, -1, ops.where(t, target, 0)) - ops.logsumexp(
         student, -1, keepdim=True
     )
-    hard = ops.where(target != -100, -picked, 0)
+    hard = ops.where(t, -picked, 0)
     frozen = ops.stop_gradient(teacher)
-    t = frozen / temperature
-    log_probs = t - ops.logsumexp(t, -1, keepdim=True)
-    t_1 = ops.exp(log_probs) > 0
-    t_2 = student / temperature
-    log_probs_1 = t_2 - ops.logsumexp(t_2, -1, keepdim=True)
+    t_1 = frozen / temperature
+    log_probs = t_1 - ops.logsumexp(t_1, -1, keepdim=True)
+    t_2 = ops.exp(log_probs) > 0
+    t_3 = student / temperature
+    log_probs_1 = t_3 - ops.logsumexp(t_3, -1, keepdim=True)
     soft = ops.where(
-        t_1, (log_probs - log_probs_1) * ops.exp(ops.where(t_1, log_probs, 0)), 0
+        t_2, (log_probs - log_probs_1) * ops.exp(ops.where(t_2, log_probs, 0)), 0
     )
     total = ops.sum(soft, -1, keepdim=True)
     loss = (1 - alpha) * hard + alpha * temperature**2 * total

@@ -23,16 +23,17 @@ Composes the specs kl_div, cross_entropy (inlined, compiled as one program).
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    picked = log_softmax(student, axis=C)[target]
-    hard = where(target != -100, -picked, 0)
+    t = target != -100
+    picked = log_softmax(student, axis=C)[where(t, target, 0)]
+    hard = where(t, -picked, 0)
     frozen = stop_gradient(teacher)
-    t_1 = frozen/temperature
-    log_probs = log_softmax(t_1, axis=C)
-    t_2 = exp(log_probs) > 0
-    t_3 = student/temperature
-    log_probs_1 = log_softmax(t_3, axis=C)
-    t_4 = (-log_probs_1 + log_probs)*exp(where(t_2, log_probs, 0))
-    soft = where(t_2, t_4, 0)
+    t_2 = frozen/temperature
+    log_probs = log_softmax(t_2, axis=C)
+    t_3 = exp(log_probs) > 0
+    t_4 = student/temperature
+    log_probs_1 = log_softmax(t_4, axis=C)
+    t_5 = (-log_probs_1 + log_probs)*exp(where(t_3, log_probs, 0))
+    soft = where(t_3, t_5, 0)
     total = sum(soft, axis=C)
     loss = (1 - alpha)*hard + alpha*temperature**2*total
 """
@@ -177,21 +178,25 @@ def distill_kd(
     temperature = paddle.full([], temperature, dtype=dtype)
     alpha = paddle.full([], alpha, dtype=dtype)
     target = paddle.reshape(target, (N, 1))
+    t = target != -100
     picked = paddle.take_along_axis(
-        student, target, axis=-1, broadcast=False
+        student,
+        paddle.where(t, target, paddle.full_like(target, 0)),
+        axis=-1,
+        broadcast=False,
     ) - _logsumexp(student, -1)
-    t = -picked
-    hard = paddle.where(target != -100, t, paddle.full_like(t, 0))
+    t_1 = -picked
+    hard = paddle.where(t, t_1, paddle.full_like(t_1, 0))
     frozen = paddle.assign(teacher).detach()
-    t_1 = frozen / temperature
-    log_probs = t_1 - _logsumexp(t_1, -1)
-    t_2 = paddle.exp(log_probs) > 0
-    t_3 = student / temperature
-    log_probs_1 = t_3 - _logsumexp(t_3, -1)
-    t_4 = (log_probs - log_probs_1) * paddle.exp(
-        paddle.where(t_2, log_probs, paddle.full_like(log_probs, 0))
+    t_2 = frozen / temperature
+    log_probs = t_2 - _logsumexp(t_2, -1)
+    t_3 = paddle.exp(log_probs) > 0
+    t_4 = student / temperature
+    log_probs_1 = t_4 - _logsumexp(t_4, -1)
+    t_5 = (log_probs - log_probs_1) * paddle.exp(
+        paddle.where(t_3, log_probs, paddle.full_like(log_probs, 0))
     )
-    soft = paddle.where(t_2, t_4, paddle.full_like(t_4, 0))
+    soft = paddle.where(t_3, t_5, paddle.full_like(t_5, 0))
     total = paddle.sum(soft, axis=-1, keepdim=True)
     loss = (1 - alpha) * hard + alpha * paddle.square(temperature) * total
     if reduction == "none":
