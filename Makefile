@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 $(BIN)/losscc: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[frameworks,jax,test]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[frameworks,jax,test,docs]'
 	touch $@
 
 setup: $(BIN)/losscc

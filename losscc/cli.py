@@ -1,4 +1,4 @@
-"""Command line: ``losscc generate | check | explain | verify``.
+"""Command line: ``losscc generate | check | explain | verify | docs``.
 
 Exit status: 0 success, 1 stale output or a failed verification, 2 bad input (specs,
 configuration, a hostile output tree), 3 an internal error (a compiler bug, E900
@@ -86,6 +86,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="only the extreme-input suite (float32 unless --dtype): finite and correct")
     v.add_argument("-o", "--output", default="generated")
     _eps_option(v)
+    d = sub.add_parser("docs", help="write a reference page per spec into docs/losses (--check: exit 1 if stale)")
+    d.add_argument("specs", nargs="*", default=[], help="only these spec files or folders (no index; default: [tool.losscc] specs, all pages)")
+    d.add_argument("--check", action="store_true", help="write nothing; exit 1 listing the stale pages")
+    _common_options(d, formats=False)
     from . import commands  # new, schema
 
     commands.add_parsers(sub)
@@ -156,6 +160,10 @@ def _run(args) -> int:
         if not args.quiet:
             sys.stdout.write(printable(text))
         return 0
+    if args.command == "docs":
+        from .docpages import run_cli as docs_cli
+
+        return docs_cli(args)
     from . import commands  # new, schema, and verify's check for the frameworks
 
     if args.command in commands.COMMANDS and (status := commands.run(args)) is not None:

@@ -215,11 +215,12 @@ class OperatorLowering:
 
     def _lower_OneHot(self, e) -> tuple[str, int]:
         idx, ax = e.args
-        rng = self.op("arange", n=self.need(ax.name))
+        index = self.tensor_arg(idx)  # read twice: compared, and the dtype of the positions
+        rng = self.op("arange", n=self.need(ax.name), like=index)
         shape = canonical_shape((ax.name,), self.prog, self.need)
         if shape:
             rng = self.op("reshape", x=rng, shape=shape)
-        return self.op("cast", x=f"{self.value(idx)} == {rng}", dtype=self.dtype()), ATOM
+        return self.op("cast", x=f"{index} == {rng}", dtype=self.dtype()), ATOM
 
     def _lower_Gather(self, e) -> tuple[str, int]:
         x = e.args[0]

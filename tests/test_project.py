@@ -50,7 +50,7 @@ def test_generate_from_a_subfolder_uses_the_configuration(proj, monkeypatch, cap
     for cwd in (proj, proj / "sub", proj / "sub" / "deeper", proj / "losses" / "specs"):
         rc, out, err = run(monkeypatch, capsys, cwd, "check")
         assert rc == 0, (cwd, out, err)
-        assert "src/app/losses is up to date (8 files)" in out
+        assert f"src/app/losses is up to date ({len(files)} files)" in out
 
 
 def test_same_bytes_from_any_folder(proj, monkeypatch, capsys):
@@ -65,7 +65,7 @@ def test_one_spec_generate_leaves_the_others_and_lists_all(proj, monkeypatch, ca
     rc, out, err = run(monkeypatch, capsys, proj, "generate", "losses/specs/l1.yaml")
     assert rc == 0, err
     files = out_files(proj)
-    assert sorted(files) == ["mindspore/__init__.py", "mindspore/l1.py", "paddle/__init__.py", "paddle/l1.py"]
+    assert sorted(files) == sorted(f"{b}/{n}" for b in names() for n in ("__init__.py", "l1.py"))
     init = files["paddle/__init__.py"].decode()
     for n in NAMES:  # the package exports each spec's class
         assert f"from .{n} import " in init, init
@@ -89,7 +89,7 @@ def test_one_spec_check_reports_only_that_spec(proj, monkeypatch, capsys):
     mse.write_text(mse.read_text() + "# edited\n")
     (proj / "src/app/losses/paddle/old_loss.py").write_text(mse.read_text())  # extra for a full run only
     rc, out, err = run(monkeypatch, capsys, proj, "check", "losses/specs/l1.yaml")
-    assert (rc, out) == (0, "losscc: src/app/losses is up to date (4 files)\n"), err
+    assert (rc, out) == (0, f"losscc: src/app/losses is up to date ({2 * len(names())} files)\n"), err
     rc, out, err = run(monkeypatch, capsys, proj, "check", "losses/specs/mse.yaml")
     assert rc == 1
     assert out.splitlines() == ["stale: src/app/losses/paddle/mse.py"]

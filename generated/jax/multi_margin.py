@@ -143,7 +143,7 @@ def multi_margin(input, target, weight=None, *, p=1, margin=1.0, reduction="mean
     target = jnp.reshape(target, (N, 1))
     # specialised: the defaults substituted into the loss
     if weight is None:
-        onehot = jnp.astype(target == jnp.arange(C), dtype)
+        onehot = jnp.astype(target == jnp.arange(C, dtype=target.dtype), dtype)
         picked = jnp.take_along_axis(input, target, axis=-1)
         t = input - picked + margin
         hinge = jnp.where(t > 0, t, 0)
@@ -157,7 +157,7 @@ def multi_margin(input, target, weight=None, *, p=1, margin=1.0, reduction="mean
             result = jnp.mean(loss)
     else:
         picked = jnp.take(weight, target)
-        onehot = jnp.astype(target == jnp.arange(C), dtype)
+        onehot = jnp.astype(target == jnp.arange(C, dtype=target.dtype), dtype)
         picked_1 = jnp.take_along_axis(input, target, axis=-1)
         t = input - picked_1 + margin
         hinge = jnp.where(t > 0, t, 0)

@@ -92,7 +92,7 @@ def multiclass_hinge(scores, labels, *, reduction="mean"):
     B = tuple(scores.shape[0:-1])
     C = scores.shape[-1]
     labels = jnp.reshape(labels, B + (1,))
-    onehot = jnp.astype(labels == jnp.arange(C), dtype)
+    onehot = jnp.astype(labels == jnp.arange(C, dtype=labels.dtype), dtype)
     peak = jnp.max(scores - onehot + 1, axis=-1, keepdims=True)
     picked = jnp.take_along_axis(scores, labels, axis=-1)
     loss = peak - picked

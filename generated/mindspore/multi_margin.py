@@ -143,7 +143,7 @@ def multi_margin(input, target, p=1, margin=1.0, weight=None, reduction="mean"):
     target = ops.reshape(target, (N, 1))
     # specialised: the defaults substituted into the loss
     if weight is None:
-        onehot = ops.cast(target == ops.arange(C), dtype)
+        onehot = ops.cast(target == ops.arange(C, dtype=target.dtype), dtype)
         picked = ops.gather_elements(input, -1, target)
         t = input - picked + margin
         hinge = ops.where(t > 0, t, 0)
@@ -157,7 +157,7 @@ def multi_margin(input, target, p=1, margin=1.0, weight=None, reduction="mean"):
             result = loss.sum() / loss.size
     else:
         picked = ops.gather(ops.reshape(weight, (-1,)), target, 0)
-        onehot = ops.cast(target == ops.arange(C), dtype)
+        onehot = ops.cast(target == ops.arange(C, dtype=target.dtype), dtype)
         picked_1 = ops.gather_elements(input, -1, target)
         t = input - picked_1 + margin
         hinge = ops.where(t > 0, t, 0)

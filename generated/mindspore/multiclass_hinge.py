@@ -91,7 +91,7 @@ def multiclass_hinge(scores, labels, *, reduction="mean"):
     B = tuple(scores.shape[0:-1])
     C = scores.shape[-1]
     labels = ops.reshape(labels, B + (1,))
-    onehot = ops.cast(labels == ops.arange(C), dtype)
+    onehot = ops.cast(labels == ops.arange(C, dtype=labels.dtype), dtype)
     peak = ops.amax(scores - onehot + 1, -1, keepdims=True)
     picked = ops.gather_elements(scores, -1, labels)
     loss = peak - picked

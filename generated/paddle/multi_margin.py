@@ -171,7 +171,7 @@ def multi_margin(
     target = paddle.reshape(target, (N, 1))
     # specialised: the defaults substituted into the loss
     if weight is None:
-        onehot = paddle.cast(target == paddle.arange(C), dtype)
+        onehot = paddle.cast(target == paddle.arange(C, dtype=target.dtype), dtype)
         picked = paddle.take_along_axis(input, target, axis=-1, broadcast=False)
         t = input - picked + margin
         hinge = paddle.where(t > 0, t, paddle.full_like(t, 0))
@@ -185,7 +185,7 @@ def multi_margin(
             result = loss.mean()
     else:
         picked = paddle.take(weight, target)
-        onehot = paddle.cast(target == paddle.arange(C), dtype)
+        onehot = paddle.cast(target == paddle.arange(C, dtype=target.dtype), dtype)
         picked_1 = paddle.take_along_axis(input, target, axis=-1, broadcast=False)
         t = input - picked_1 + margin
         hinge = paddle.where(t > 0, t, paddle.full_like(t, 0))

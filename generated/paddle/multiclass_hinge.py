@@ -104,7 +104,7 @@ def multiclass_hinge(scores, labels, *, reduction="mean"):
     B = tuple(_shape(scores)[0:-1])
     C = _shape(scores)[-1]
     labels = paddle.reshape(labels, B + (1,))
-    onehot = paddle.cast(labels == paddle.arange(C), dtype)
+    onehot = paddle.cast(labels == paddle.arange(C, dtype=labels.dtype), dtype)
     peak = paddle.amax(scores - onehot + 1, axis=-1, keepdim=True)
     picked = paddle.take_along_axis(scores, labels, axis=-1, broadcast=False)
     loss = peak - picked

@@ -158,7 +158,7 @@ BACKEND = Backend(
         "zeros_like": "jnp.zeros_like({x})",
         "full_like": "jnp.full_like({x}, {value})",
         "full": "jnp.full({shape}, {value}, dtype={dtype})",
-        "arange": "jnp.arange({n})",
+        "arange": "jnp.arange({n}, dtype={like}.dtype)",
         # functions, not methods: the result is a JAX array also for NumPy inputs
         "sum_all": "jnp.sum({x})",
         "mean_all": "jnp.mean({x})",

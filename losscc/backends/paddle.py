@@ -186,7 +186,7 @@ BACKEND = Backend(
         "zeros_like": "paddle.zeros_like({x})",
         "full_like": "paddle.full_like({x}, {value})",
         "full": "paddle.full({shape}, {value}, dtype={dtype})",
-        "arange": "paddle.arange({n})",
+        "arange": "paddle.arange({n}, dtype={like}.dtype)",
         # under to_static a shape entry is an int64 tensor, which divides in float32
         "size_value": "paddle.full([], {n}, dtype={dtype})",
         # in a static-graph program an axis unknown until run time reads -1 in x.shape: _shape reads it
