@@ -25,7 +25,11 @@ class CallRules:
         fname = node.func.id
         records = functions.BY_NAME.get(fname)
         if records is None:
-            raise Fail(node.func, "E208", f"unknown function '{_clip(fname)}'", did_you_mean(fname, functions.CALLABLE))
+            got = self.spec_call(node, d)  # a spec called as a function (losscc.compose)
+            if got is not None:
+                return got
+            raise Fail(node.func, "E208", f"unknown function '{_clip(fname)}'",
+                       did_you_mean(fname, functions.CALLABLE))
         if not records[0].gradient:
             return self.non_differentiable(node, records[0], d)
         kws = {}

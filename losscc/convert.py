@@ -14,6 +14,7 @@ import sympy as sp
 
 from . import functions, ir, limits
 from .calls import CallRules
+from .compose import SpecCalls
 from .constants import (
     check_constant,
     decide,
@@ -32,7 +33,7 @@ from .yamlread import clip as _clip
 CONSTANTS = {"pi": sp.pi}
 
 
-class Converter(CallRules):
+class Converter(CallRules, SpecCalls):
     def __init__(self, spec, axes, variadic, env, types, out: Collector):
         self.spec, self.axes, self.variadic = spec, axes, variadic
         self.env, self.types, self.out = env, types, out

@@ -25,6 +25,8 @@ MAX_JSON_DEPTH = 32        # nesting of a case file
 MAX_YAML_NODES = 50000
 MAX_YAML_DEPTH = 32        # nesting of YAML collections, block or flow
 MAX_NAME_CHARS = 64
+MAX_COMPOSE_DEPTH = 8      # specs calling specs, nested
+MAX_SPEC_CALLS = 32        # spec calls in one formula
 MAX_TEXT_CHARS = 2000      # summary, docs
 
 LIMITS = {

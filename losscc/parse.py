@@ -8,7 +8,8 @@ bindings, applies the clip guard and checks the loss and the reductions' denomin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, replace
 
 import sympy as sp
 
@@ -156,6 +157,11 @@ def build_program(spec: Spec) -> Program:
             continue
         denominators[red.name] = expr
     out.raise_if_errors()
+    composed = getattr(conv, "composed", ())
+    if composed:  # the header's digest covers the called specs too (check notices their change)
+        digest = hashlib.sha256(" ".join([spec.source_sha256, *(f"{n}:{h}" for n, h in composed)]).encode())
+        spec = replace(spec, source_sha256=digest.hexdigest(),
+                       composes=tuple(dict.fromkeys(n for n, _ in composed)))
     return Program(spec, axes, variadic, symbols, tuple(bound), loss, denominators, types)
 
 

@@ -118,6 +118,7 @@ class Spec:
     references: tuple[Reference, ...] = ()
     path: str = "<spec>"
     source_sha256: str = ""
+    composes: tuple[str, ...] = ()  # specs its formula calls (set when its program is built)
     name_loc: Location = Location()
     overrides: tuple[tuple[str, str], ...] = ()   # command-line options that changed the guards
     dropin: tuple = ()             # losscc.dropin.DropIn per backend: the built-ins it stands in for

@@ -10,6 +10,7 @@ one from a configuration (hyperparameters and reduction).
 """
 
 from .bce import Bce
+from .bce_dice import BceDice
 from .bce_with_logits import BceWithLogits
 from .binary_hinge import BinaryHinge
 from .categorical_hinge import CategoricalHinge
@@ -20,6 +21,7 @@ from .cross_entropy import CrossEntropy
 from .cross_entropy_probs import CrossEntropyProbs
 from .dice import Dice
 from .distill_hard import DistillHard
+from .distill_kd import DistillKd
 from .focal import Focal
 from .gaussian_nll import GaussianNll
 from .hinge import Hinge
@@ -54,6 +56,7 @@ from .uncertainty_multitask import UncertaintyMultitask
 
 LOSSES = {
     "bce": Bce,
+    "bce_dice": BceDice,
     "bce_with_logits": BceWithLogits,
     "binary_hinge": BinaryHinge,
     "categorical_hinge": CategoricalHinge,
@@ -64,6 +67,7 @@ LOSSES = {
     "cross_entropy_probs": CrossEntropyProbs,
     "dice": Dice,
     "distill_hard": DistillHard,
+    "distill_kd": DistillKd,
     "focal": Focal,
     "gaussian_nll": GaussianNll,
     "hinge": Hinge,
@@ -118,6 +122,7 @@ __all__ = [
     "L1",
     "LOSSES",
     "Bce",
+    "BceDice",
     "BceWithLogits",
     "BinaryHinge",
     "CategoricalHinge",
@@ -128,6 +133,7 @@ __all__ = [
     "CrossEntropyProbs",
     "Dice",
     "DistillHard",
+    "DistillKd",
     "Focal",
     "GaussianNll",
     "Hinge",
