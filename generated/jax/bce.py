@@ -163,7 +163,8 @@ def bce(input, target, weight=None, *, reduction="mean"):
 
 @dataclasses.dataclass(frozen=True)
 class Bce:
-    """Binary cross-entropy on probabilities, as torch.nn.functional.binary_cross_entropy.
+    """Binary cross-entropy on probabilities, as
+    torch.nn.functional.binary_cross_entropy.
 
     Calls :func:`bce` with the hyperparameters fixed (and checked) at
     construction. A frozen dataclass: close over an instance, or pass it as a static

@@ -145,7 +145,8 @@ def bce_dice(logits, target, *, bce_weight=1.0, reduction="mean"):
 
 @dataclasses.dataclass(frozen=True)
 class BceDice:
-    """Binary cross-entropy on logits plus soft Dice, one value per sample (segmentation).
+    """Binary cross-entropy on logits plus soft Dice, one value per sample
+    (segmentation).
 
     Calls :func:`bce_dice` with the hyperparameters fixed (and checked) at
     construction. A frozen dataclass: close over an instance, or pass it as a static

@@ -168,7 +168,8 @@ def bce_with_logits(input, target, weight=None, pos_weight=None, *, reduction="m
 
 @dataclasses.dataclass(frozen=True)
 class BceWithLogits:
-    """Binary cross-entropy on logits, as torch.nn.functional.binary_cross_entropy_with_logits.
+    """Binary cross-entropy on logits, as
+    torch.nn.functional.binary_cross_entropy_with_logits.
 
     Calls :func:`bce_with_logits` with the hyperparameters fixed (and checked) at
     construction. A frozen dataclass: close over an instance, or pass it as a static

@@ -128,7 +128,8 @@ def categorical_hinge(input, target, *, reduction="mean"):
 
 @dataclasses.dataclass(frozen=True)
 class CategoricalHinge:
-    """Categorical (Crammer-Singer style) hinge loss on one-hot targets, as keras.losses.CategoricalHinge.
+    """Categorical (Crammer-Singer style) hinge loss on one-hot targets, as
+    keras.losses.CategoricalHinge.
 
     Calls :func:`categorical_hinge` with the hyperparameters fixed (and checked) at
     construction. A frozen dataclass: close over an instance, or pass it as a static

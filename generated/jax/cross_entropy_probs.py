@@ -170,7 +170,8 @@ def cross_entropy_probs(
 
 @dataclasses.dataclass(frozen=True)
 class CrossEntropyProbs:
-    """Cross-entropy of logits and probability targets, as torch.nn.functional.cross_entropy.
+    """Cross-entropy of logits and probability targets, as
+    torch.nn.functional.cross_entropy.
 
     Calls :func:`cross_entropy_probs` with the hyperparameters fixed (and checked) at
     construction. A frozen dataclass: close over an instance, or pass it as a static

@@ -176,7 +176,8 @@ def distill_kd(
 
 @dataclasses.dataclass(frozen=True)
 class DistillKd:
-    """Knowledge distillation (Hinton et al., 2015), soft KL with temperature plus hard cross-entropy.
+    """Knowledge distillation (Hinton et al., 2015), soft KL with temperature plus hard
+    cross-entropy.
 
     Calls :func:`distill_kd` with the hyperparameters fixed (and checked) at
     construction. A frozen dataclass: close over an instance, or pass it as a static

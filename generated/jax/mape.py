@@ -128,7 +128,8 @@ def mape(input, target, *, reduction="mean"):
 
 @dataclasses.dataclass(frozen=True)
 class Mape:
-    """Mean absolute percentage error over the last axis, as keras.losses.MeanAbsolutePercentageError.
+    """Mean absolute percentage error over the last axis, as
+    keras.losses.MeanAbsolutePercentageError.
 
     Calls :func:`mape` with the hyperparameters fixed (and checked) at
     construction. A frozen dataclass: close over an instance, or pass it as a static

@@ -125,7 +125,8 @@ def msle(input, target, *, reduction="mean"):
 
 @dataclasses.dataclass(frozen=True)
 class Msle:
-    """Mean squared logarithmic error over the last axis, as keras.losses.MeanSquaredLogarithmicError.
+    """Mean squared logarithmic error over the last axis, as
+    keras.losses.MeanSquaredLogarithmicError.
 
     Calls :func:`msle` with the hyperparameters fixed (and checked) at
     construction. A frozen dataclass: close over an instance, or pass it as a static

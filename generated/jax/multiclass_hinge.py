@@ -107,7 +107,8 @@ def multiclass_hinge(scores, labels, *, reduction="mean"):
 
 @dataclasses.dataclass(frozen=True)
 class MulticlassHinge:
-    """Multiclass (Crammer-Singer) hinge loss on integer labels, as optax.losses.multiclass_hinge_loss.
+    """Multiclass (Crammer-Singer) hinge loss on integer labels, as
+    optax.losses.multiclass_hinge_loss.
 
     Calls :func:`multiclass_hinge` with the hyperparameters fixed (and checked) at
     construction. A frozen dataclass: close over an instance, or pass it as a static

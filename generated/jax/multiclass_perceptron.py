@@ -102,7 +102,8 @@ def multiclass_perceptron(scores, labels, *, reduction="mean"):
 
 @dataclasses.dataclass(frozen=True)
 class MulticlassPerceptron:
-    """Multiclass perceptron loss on integer labels, as optax.losses.multiclass_perceptron_loss.
+    """Multiclass perceptron loss on integer labels, as
+    optax.losses.multiclass_perceptron_loss.
 
     Calls :func:`multiclass_perceptron` with the hyperparameters fixed (and checked) at
     construction. A frozen dataclass: close over an instance, or pass it as a static

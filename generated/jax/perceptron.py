@@ -110,7 +110,8 @@ def perceptron(input, target, *, reduction="mean"):
 
 @dataclasses.dataclass(frozen=True)
 class Perceptron:
-    """Binary perceptron loss per element for targets -1 or 1, as optax.losses.perceptron_loss.
+    """Binary perceptron loss per element for targets -1 or 1, as
+    optax.losses.perceptron_loss.
 
     Calls :func:`perceptron` with the hyperparameters fixed (and checked) at
     construction. A frozen dataclass: close over an instance, or pass it as a static

@@ -122,7 +122,8 @@ def pinball(input, target, *, alpha=0.5, reduction="mean"):
 
 @dataclasses.dataclass(frozen=True)
 class Pinball:
-    """Pinball (quantile) loss for quantile regression, as sklearn.metrics.mean_pinball_loss.
+    """Pinball (quantile) loss for quantile regression, as
+    sklearn.metrics.mean_pinball_loss.
 
     Calls :func:`pinball` with the hyperparameters fixed (and checked) at
     construction. A frozen dataclass: close over an instance, or pass it as a static

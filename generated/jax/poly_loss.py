@@ -127,7 +127,8 @@ def poly_loss(logits, labels, *, epsilon=2.0, reduction="mean"):
 
 @dataclasses.dataclass(frozen=True)
 class PolyLoss:
-    """Poly-1 loss (Leng et al., 2022), cross-entropy plus epsilon * (1 - pt), as optax.losses.poly_loss_cross_entropy.
+    """Poly-1 loss (Leng et al., 2022), cross-entropy plus epsilon * (1 - pt), as
+    optax.losses.poly_loss_cross_entropy.
 
     Calls :func:`poly_loss` with the hyperparameters fixed (and checked) at
     construction. A frozen dataclass: close over an instance, or pass it as a static

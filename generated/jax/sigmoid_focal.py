@@ -186,7 +186,8 @@ def sigmoid_focal(
 
 @dataclasses.dataclass(frozen=True)
 class SigmoidFocal:
-    """Sigmoid focal loss (Lin et al., 2017), as paddle.nn.functional.sigmoid_focal_loss.
+    """Sigmoid focal loss (Lin et al., 2017), as
+    paddle.nn.functional.sigmoid_focal_loss.
 
     Calls :func:`sigmoid_focal` with the hyperparameters fixed (and checked) at
     construction. A frozen dataclass: close over an instance, or pass it as a static

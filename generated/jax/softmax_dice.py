@@ -162,7 +162,8 @@ def softmax_dice(logits, targets, *, smooth=1.0, alpha=0.5, beta=0.5, reduction=
 
 @dataclasses.dataclass(frozen=True)
 class SoftmaxDice:
-    """Multi-class soft Dice (Tversky-weighted) loss on logits, one value per sample, as optax.losses.dice_loss.
+    """Multi-class soft Dice (Tversky-weighted) loss on logits, one value per sample, as
+    optax.losses.dice_loss.
 
     Calls :func:`softmax_dice` with the hyperparameters fixed (and checked) at
     construction. A frozen dataclass: close over an instance, or pass it as a static

@@ -139,7 +139,8 @@ def tversky(input, target, *, alpha=0.5, beta=0.5, reduction="mean"):
 
 @dataclasses.dataclass(frozen=True)
 class Tversky:
-    """Tversky loss (Salehi et al., 2017) for segmentation, one value per sample, as keras.losses.Tversky.
+    """Tversky loss (Salehi et al., 2017) for segmentation, one value per sample, as
+    keras.losses.Tversky.
 
     Calls :func:`tversky` with the hyperparameters fixed (and checked) at
     construction. A frozen dataclass: close over an instance, or pass it as a static
