@@ -23,7 +23,7 @@ verify: generate
 	$(BIN)/losscc verify
 
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=20
 
 clean:
 	rm -rf $(VENV) .pytest_cache
