@@ -58,6 +58,15 @@ from .operators import table
 SUPPORT_MODULES = frozenset({"operators"})
 
 
+def call_inputs(spec, case):
+    """A runner's view of a call: (input, its case value or None, whether verify differentiates
+    the loss by it) in the generated function's order, required inputs first."""
+    order = [i for i in spec.inputs if not i.optional] + [i for i in spec.inputs if i.optional]
+    for inp in order:
+        v = case.inputs.get(inp.name)
+        yield inp, v, v is not None and inp.dtype == "float" and not inp.optional
+
+
 def class_export(names: Mapping[str, str]) -> tuple[str, ...]:
     """A package ``__init__`` that exports each module's class (functions stay in their
     modules, so ``import <package>.<module>`` is the module)."""

@@ -1,7 +1,7 @@
 """MindSpore: lowering table (``mindspore.ops``; runs in PyNative, GRAPH_MODE and ``ms.jit``)
 and verify's runner.  MindSpore is imported by the runner only."""
 
-from . import Backend, _freeze
+from . import Backend, _freeze, call_inputs
 
 # public attribute names of a mindspore.nn.LossBase instance (tests/test_names.py checks the list)
 _ATTRIBUTES = frozenset("""
@@ -107,12 +107,10 @@ class Runner:
         return values, grads
 
     def args(self, spec, case, dtype):
-        order = [i for i in spec.inputs if not i.optional] + [i for i in spec.inputs if i.optional]
         args, names = [], []
-        for inp in order:
-            v = case.inputs.get(inp.name)
+        for inp, v, diff in call_inputs(spec, case):
             args.append(None if v is None else self.tensor(v, dtype))
-            names.append(inp.name if (v is not None and inp.dtype == "float" and not inp.optional) else None)
+            names.append(inp.name if diff else None)
         return args, names
 
 

@@ -1,7 +1,7 @@
 """PaddlePaddle: lowering table (``paddle`` and ``paddle.nn.functional``; eager and
 ``to_static``) and verify's runner.  Paddle is imported by the runner only."""
 
-from . import Backend, _freeze
+from . import Backend, _freeze, call_inputs
 
 # paddle.logsumexp's CPU kernel costs about 1.5x this composition, forward and backward
 _LOGSUMEXP = '''def _logsumexp(x, axis):
@@ -106,16 +106,9 @@ class Runner:
         return values, grads
 
     def args(self, spec, case, dtype):
-        order = [i for i in spec.inputs if not i.optional] + [i for i in spec.inputs if i.optional]
         args, names = [], []
-        for inp in order:
-            v = case.inputs.get(inp.name)
-            if v is None:
-                args.append(None)
-                names.append(None)
-                continue
-            diff = inp.dtype == "float" and not inp.optional
-            args.append(self.tensor(v, dtype, stop_gradient=not diff))
+        for inp, v, diff in call_inputs(spec, case):
+            args.append(None if v is None else self.tensor(v, dtype, stop_gradient=not diff))
             names.append(inp.name if diff else None)
         return args, names
 
