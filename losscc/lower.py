@@ -132,9 +132,9 @@ class Lowerer(OperatorLowering):
         return self.locals.dtype
 
     def helper(self, op: str) -> None:
-        src = self.b.helpers.get(op)
-        if src and src not in self.helpers:
-            self.helpers.append(src)
+        for src in self.b.helper_sources(op):
+            if src not in self.helpers:
+                self.helpers.append(src)
 
     def op(self, key: str, **operands) -> str:
         """The backend's spelling of `key` over `operands` (code), each operand made safe where

@@ -63,8 +63,7 @@ def _probe(backend, key, tie, tmp_path, tag):
     b = get(backend)
     names = list(tie.tensors)
     code = b.op(key, **{n: n for n in names}, **tie.code)
-    helper = b.helpers.get(key)
-    src = "\n".join(b.imports) + "\n\n\n" + (f"{helper}\n\n\n" if helper else "")
+    src = "\n".join(b.imports) + "\n\n\n" + "".join(f"{h}\n\n\n" for h in b.helper_sources(key))
     src += f"def probe({', '.join(names)}):\n    return {code}\n"
     path = tmp_path / f"probe_{tag}.py"
     path.write_text(src, encoding="utf-8")

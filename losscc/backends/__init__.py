@@ -46,6 +46,7 @@ import ast
 import importlib
 import importlib.util
 import pkgutil
+import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -109,6 +110,17 @@ class Backend:
         except KeyError:
             raise KeyError(f"backend '{self.name}' has no lowering for operator '{key}'") from None
         return fmt.format(**operands)
+
+    def helper_sources(self, key: str) -> tuple[str, ...]:
+        """The helper definitions the spelling of `key` needs: those its helper calls (by
+        name, one level), then its own; empty when it has none."""
+        src = self.helpers.get(key)
+        if not src:
+            return ()
+        deps = tuple(dict.fromkeys(
+            dep for dep in self.helpers.values()
+            if dep != src and (m := re.match(r"def (\w+)\(", dep)) and re.search(rf"\b{m.group(1)}\(", src)))
+        return deps + (src,)
 
     @property
     def frameworks(self) -> tuple[str, ...]:

@@ -23,6 +23,28 @@ _CLIP = '''def _clip(x, lo=None, hi=None):
         x = jnp.where(x > hi, hi, x)
     return x'''
 
+# log_softmax near 0 (a dominant logit): x - logsumexp(x) (jax.nn.log_softmax) cancels to an
+# absolute error of an ulp of the largest logit; (x - peak) - log1p(rest) keeps the relative accuracy
+_LOG_SOFTMAX_BODY = '''
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """
+    peak = jnp.max(x, axis=axis, keepdims=True)
+    top = x == peak
+    shifted = x - peak
+    rest = jnp.sum(jnp.where(top, 0, jnp.exp(shifted)), axis=axis, keepdims=True) + (
+        jnp.sum(top, axis=axis, keepdims=True, dtype=shifted.dtype) - 1
+    )
+'''
+_LOG_SOFTMAX = ('''def _log_softmax(x, axis):
+    """x - logsumexp(x) along the axis, accurate also near 0.
+''' + _LOG_SOFTMAX_BODY + '''    return shifted - jnp.log1p(rest)''')
+_GATHER_LOG_SOFTMAX = ('''def _gather_log_softmax(x, axis, index):
+    """log_softmax(x)[index] along the axis, accurate also near 0.
+''' + _LOG_SOFTMAX_BODY + '''    return jnp.take_along_axis(shifted, index, axis=axis) - jnp.log1p(rest)''')
+
 _ABS = '''def _abs(x):
     """|x| with gradient 0 at x = 0, as torch.abs's (jnp.abs gives 1 there)."""
     return x * jnp.sign(x)'''
@@ -141,8 +163,8 @@ BACKEND = Backend(
         "amax": "jnp.max({x}, axis={axis}, keepdims=True)",
         "logsumexp": "jax.nn.logsumexp({x}, axis={axis}, keepdims=True)",
         "softmax": "jax.nn.softmax({x}, axis={axis})",
-        "log_softmax": "jax.nn.log_softmax({x}, axis={axis})",
-        "gather_log_softmax": "jnp.take_along_axis({x}, {index}, axis={axis}) - jax.nn.logsumexp({x}, axis={axis}, keepdims=True)",
+        "log_softmax": "_log_softmax({x}, {axis})",
+        "gather_log_softmax": "_gather_log_softmax({x}, {axis}, {index})",
         "argmax": "jnp.argmax({x}, axis={axis}, keepdims=True)",  # ties: the first index
         "argmin": "jnp.argmin({x}, axis={axis}, keepdims=True)",
         "round": "jnp.round({x})",  # half to even, as the reference
@@ -169,5 +191,6 @@ BACKEND = Backend(
         "int_dtypes": "(jnp.int32, jnp.int64)",
         "float32": "jnp.float32",
     }),
-    helpers=_freeze({"clip": _CLIP, "clip_min": _CLIP, "clip_max": _CLIP, "abs": _ABS}),
+    helpers=_freeze({"clip": _CLIP, "clip_min": _CLIP, "clip_max": _CLIP, "abs": _ABS,
+                     "log_softmax": _LOG_SOFTMAX, "gather_log_softmax": _GATHER_LOG_SOFTMAX}),
 )

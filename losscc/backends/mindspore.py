@@ -3,6 +3,29 @@ and verify's runner.  MindSpore is imported by the runner only."""
 
 from . import Backend, _freeze, call_inputs
 
+# log_softmax near 0 (a dominant logit): x - logsumexp(x) cancels to an absolute error of an
+# ulp of the largest logit; (x - peak) - log1p(rest) keeps the relative accuracy
+_LOG_SOFTMAX_BODY = '''
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """
+    peak = ops.amax(x, axis, keepdims=True)
+    top = x == peak
+    shifted = x - peak
+    rest = ops.sum(ops.where(top, ops.zeros_like(x), ops.exp(shifted)), axis, keepdim=True) + (
+        ops.sum(ops.cast(top, x.dtype), axis, keepdim=True) - 1
+    )
+'''
+_LOG_SOFTMAX = ('''def _log_softmax(x, axis):
+    """x - logsumexp(x) along the axis, accurate also near 0.
+''' + _LOG_SOFTMAX_BODY + '''    return shifted - _log1p(rest)''')
+_GATHER_LOG_SOFTMAX = ('''def _gather_log_softmax(x, axis, index):
+    """log_softmax(x)[index] along the axis, accurate also near 0.
+''' + _LOG_SOFTMAX_BODY + '''    return ops.gather_elements(shifted, axis, index) - _log1p(rest)''')
+
+
 # public attribute names of a mindspore.nn.LossBase instance (tests/test_names.py checks the list)
 _ATTRIBUTES = frozenset("""
     add_flags add_flags_recursive apply arguments_key average bprop_debug buffers cast
@@ -125,8 +148,8 @@ BACKEND = Backend(
     ops=_freeze({
         "exp": "ops.exp({x})",
         "log": "ops.log({x})",
-        # the CPU kernels compute log(1 + x) and about exp(x) - 1 (0 at x = 1e-30): float64
-        # takes an accurate composition (docs/operator_choices.md)
+        # the CPU kernels compute log(1 + x) and about exp(x) - 1 (0 at x = 1e-30): an
+        # accurate composition in float64 (docs/operator_choices.md)
         "log1p": "_log1p({x})",
         "expm1": "_expm1({x})",
         "sqrt": "ops.sqrt({x})",
@@ -151,11 +174,11 @@ BACKEND = Backend(
         "amax": "ops.amax({x}, {axis}, keepdims=True)",
         "logsumexp": "ops.logsumexp({x}, {axis}, keepdim=True)",
         "softmax": "ops.softmax({x}, {axis})",
-        # the exact composition in every dtype: the CPU log_softmax kernel is off by up to
-        # 3.7e-6 in float32 (1600 ulps of its operands; the composition 50), and float64 it
-        # computes in float32 (docs/operator_choices.md)
-        "log_softmax": "{x} - ops.logsumexp({x}, {axis}, keepdim=True)",
-        "gather_log_softmax": "ops.gather_elements({x}, {axis}, {index}) - ops.logsumexp({x}, {axis}, keepdim=True)",
+        # a composition in every dtype: the CPU log_softmax kernel is off by up to 3.7e-6 in
+        # float32 (1600 ulps of its operands; the composition 50), and float64 it computes
+        # in float32 (docs/operator_choices.md); accurate also near 0
+        "log_softmax": "_log_softmax({x}, {axis})",
+        "gather_log_softmax": "_gather_log_softmax({x}, {axis}, {index})",
         "argmax": "ops.argmax({x}, {axis}, keepdim=True)",  # int64; ties: the first index
         "argmin": "ops.argmin({x}, {axis}, keepdims=True)",
         "round": "ops.round({x})",  # half to even, as the reference
@@ -181,34 +204,39 @@ BACKEND = Backend(
         "int_dtypes": "(ms.int32, ms.int64)",
         "float32": "ms.float32",
     }),
-    # ops.softplus is a single kernel, 2.2x faster than its exact composition, but on CPU
-    # it computes float64 inputs in float32: float64 takes the composition (the dtype test
-    # is resolved when ms.jit compiles)
+    # accuracy over speed: ops.softplus, ops.log1p and ops.expm1 are single kernels, but on
+    # CPU they lose the value's relative accuracy near 0 (docs/operator_choices.md); the
+    # compositions run in float64 (a cast of a float64 tensor is free)
     helpers=_freeze({
         "log1p": '''def _log1p(x):
-    """log(1 + x), accurate near 0 in float64: log(1 + x) * x / ((1 + x) - 1), and x where
-    1 + x rounds to 1 (the CPU kernel computes log(1 + x))."""
-    if x.dtype != ms.float64:
-        return ops.log1p(x)  # the float32 log is not accurate enough near 1 for the quotient
-    y = 1 + x
-    z = y - 1
-    keep = ops.logical_or(z == 0, ops.isinf(x))
-    return ops.where(keep, x, ops.log(y) * (x / ops.where(keep, ops.ones_like(z), z)))''',
+    """log(1 + x), accurate near 0: Goldberg's log(1 + x) * x / ((1 + x) - 1), and x where
+    1 + x rounds to 1 (the CPU kernel computes log(1 + x)); in float64, since the float32
+    log is not accurate enough near 1 for the quotient."""
+    y = ops.cast(x, ms.float64)
+    u = 1 + y
+    z = u - 1
+    keep = ops.logical_or(z == 0, ops.isinf(y))
+    out = ops.where(keep, y, ops.log(u) * (y / ops.where(keep, ops.ones_like(z), z)))
+    return ops.cast(out, x.dtype)''',
         "expm1": '''def _expm1(x):
-    """exp(x) - 1, accurate near 0 in float64: (exp(x) - 1) * x / log(exp(x)), and x where
-    exp(x) rounds to 1 (the CPU kernel loses x below about 1e-8)."""
-    if x.dtype != ms.float64:
-        return ops.expm1(x)  # the float32 log is not accurate enough near 1 for the quotient
-    u = ops.exp(x)
+    """exp(x) - 1, accurate near 0: Kahan's (exp(x) - 1) * x / log(exp(x)), and x where
+    exp(x) rounds to 1 (the CPU kernel loses x below about 1e-8); in float64, since the
+    float32 log is not accurate enough near 1 for the quotient."""
+    y = ops.cast(x, ms.float64)
+    u = ops.exp(y)
     um = u - 1
     keep = ops.logical_or(ops.logical_or(um == 0, um == -1), ops.isinf(u))
-    ratio = x / ops.log(ops.where(keep, ops.full_like(u, 2), u))
-    return ops.where(keep, ops.where(um == 0, x, um), um * ratio)''',
+    ratio = y / ops.log(ops.where(keep, ops.full_like(u, 2), u))
+    return ops.cast(ops.where(keep, ops.where(um == 0, y, um), um * ratio), x.dtype)''',
         "softplus": '''def _softplus(x):
-    """log(1 + exp(x)) without overflow; gradient sigmoid(x), also at x = 0."""
-    if x.dtype == ms.float32:
-        return ops.softplus(x)  # x above 20; below about -17 the value flushes to 0
-    positive = x > 0
-    return ops.where(positive, x, ops.zeros_like(x)) + ops.log1p(ops.exp(ops.where(positive, -x, x)))''',
+    """log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)), in float64: accurate to a few ulps
+    also far below 0, where ops.softplus flushes to 0 (float32 from about -17) and the
+    float32 exp is off by up to 2e-5; gradient sigmoid(x), also at x = 0."""
+    y = ops.cast(x, ms.float64)
+    positive = y > 0
+    out = ops.where(positive, y, ops.zeros_like(y)) + _log1p(ops.exp(ops.where(positive, -y, y)))
+    return ops.cast(out, x.dtype)''',
+        "log_softmax": _LOG_SOFTMAX,
+        "gather_log_softmax": _GATHER_LOG_SOFTMAX,
     }),
 )

@@ -13,6 +13,38 @@ _LOGSUMEXP = '''def _logsumexp(x, axis):
     peak = paddle.amax(x, axis=axis, keepdim=True).detach()
     return peak + paddle.log(paddle.sum(paddle.exp(x - peak), axis=axis, keepdim=True))'''
 
+_SOFTPLUS = '''def _softplus(x):
+    """log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)): F.softplus computes log(1 + exp(x)),
+    which loses the relative accuracy below 0 and the whole value below about -37
+    (float64) / -17 (float32); gradient sigmoid(x), also at x = 0."""
+    positive = x > 0
+    return paddle.where(positive, x, paddle.zeros_like(x)) + paddle.log1p(
+        paddle.exp(paddle.where(positive, -x, x))
+    )'''
+
+# log_softmax near 0 (a dominant logit): x - logsumexp(x) cancels to an absolute error of an
+# ulp of the largest logit; (x - peak) - log1p(rest) keeps the relative accuracy
+_LOG_SOFTMAX_BODY = '''
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """
+    peak = paddle.amax(x, axis=axis, keepdim=True)
+    top = x == peak
+    shifted = x - peak
+    rest = paddle.sum(
+        paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted)), axis=axis, keepdim=True
+    ) + (paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True) - 1)
+'''
+_LOG_SOFTMAX = ('''def _log_softmax(x, axis):
+    """x - logsumexp(x) along the axis, accurate also near 0.
+''' + _LOG_SOFTMAX_BODY + '''    return shifted - paddle.log1p(rest)''')
+_GATHER_LOG_SOFTMAX = ('''def _gather_log_softmax(x, axis, index):
+    """log_softmax(x)[index] along the axis, accurate also near 0.
+''' + _LOG_SOFTMAX_BODY + '''    shifted = paddle.take_along_axis(shifted, index, axis=axis, broadcast=False)
+    return shifted - paddle.log1p(rest)''')
+
 _SHAPE = '''def _shape(x):
     """x's shape as a tuple, with sizes unknown until run time read as tensors.
 
@@ -140,10 +172,9 @@ BACKEND = Backend(
         "cosh": "paddle.cosh({x})",
         "erf": "paddle.erf({x})",
         "sigmoid": "F.sigmoid({x})",
-        # log(1 + exp(x)) and x above the threshold: exact to float64 there (exp(-40) < 2**-57);
-        # below about -37 (float64) / -17 (float32) the value flushes to 0, an absolute error
-        # under the dtype's eps. One fused kernel, 4-7x faster than the composite form.
-        "softplus": "F.softplus({x}, threshold=40.0)",
+        # not F.softplus: one fused kernel, 4-7x faster, but log(1 + exp(x)) loses the
+        # relative accuracy of the value below 0 (docs/operator_choices.md)
+        "softplus": "_softplus({x})",
         "maximum": "paddle.maximum({x}, {y})",
         "minimum": "paddle.minimum({x}, {y})",
         "clip": "paddle.clip({x}, {lo}, {hi})",
@@ -158,9 +189,10 @@ BACKEND = Backend(
         "amax": "paddle.amax({x}, axis={axis}, keepdim=True)",
         "logsumexp": "_logsumexp({x}, {axis})",
         "softmax": "F.softmax({x}, axis={axis})",
-        # Paddle's CPU log_softmax clips x - max at -64 and is slow; this form is exact
-        "log_softmax": "{x} - _logsumexp({x}, {axis})",
-        "gather_log_softmax": "paddle.take_along_axis({x}, {index}, axis={axis}, broadcast=False) - _logsumexp({x}, {axis})",
+        # Paddle's CPU log_softmax clips x - max at -64 and is slow; this form is exact, and
+        # keeps the relative accuracy near 0 (a dominant logit)
+        "log_softmax": "_log_softmax({x}, {axis})",
+        "gather_log_softmax": "_gather_log_softmax({x}, {axis}, {index})",
         "argmax": "paddle.argmax({x}, axis={axis}, keepdim=True)",  # int64; ties: the first index
         "argmin": "paddle.argmin({x}, axis={axis}, keepdim=True)",
         "round": "paddle.round({x})",  # half to even, as the reference
@@ -189,6 +221,7 @@ BACKEND = Backend(
         "int_dtypes": "(paddle.int32, paddle.int64)",
         "float32": "'float32'",
     }),
-    helpers=_freeze({**{key: _LOGSUMEXP for key in ("logsumexp", "log_softmax", "gather_log_softmax")},
+    helpers=_freeze({"logsumexp": _LOGSUMEXP, "softplus": _SOFTPLUS,
+                     "log_softmax": _LOG_SOFTMAX, "gather_log_softmax": _GATHER_LOG_SOFTMAX,
                      "shape": _SHAPE}),
 )

@@ -1,0 +1,140 @@
+"""Operators whose value must keep its relative accuracy where it is tiny (the per-element
+check of docs/verify.md): softplus far below 0, log1p/expm1 near 0, log_softmax near 0 (a
+dominant logit). Each backend's spelling, with its helpers, is run in float64 and float32
+against mpmath, and where a native kernel was replaced, the kernel is shown to fail the
+same bound (so the choice is needed, not only harmless)."""
+
+from __future__ import annotations
+
+import mpmath as mp
+import numpy as np
+import pytest
+from tests.backend_util import BACKENDS
+
+from losscc import verify
+from losscc.backends import get
+
+ULPS = 8  # a few libm calls and one sum: every spelling is within a few ulps
+
+SOFTPLUS_X = (-745.0, -700.0, -90.0, -50.0, -30.0, -20.0, -5.0, -1e-3, 0.0, 1e-3, 3.0, 30.0, 100.0)
+TINY_U = (-1e-3, -1e-10, -1e-30, 0.0, 1e-30, 1e-10, 1e-3, 0.5, 3.0)
+# rows of logits: the first entry dominates (log_softmax ~ -2e-20, -1e-8), two tied maxima
+LOGITS = ((0.0, -45.0, -46.0), (3.0, -15.0, 2.0 - 18.0), (1.0, 1.0, -2.0), (0.5, -0.25, 2.0))
+
+
+def _probe(backend, key, names, tmp_path, **code):
+    b = get(backend)
+    src = "\n".join(b.imports) + "\n\n\n" + "".join(f"{h}\n\n\n" for h in b.helper_sources(key))
+    src += f"def probe({', '.join(names)}):\n    return {b.op(key, **{n: n for n in names}, **code)}\n"
+    path = tmp_path / f"acc_{backend}_{key}.py"
+    path.write_text(src, encoding="utf-8")
+    return verify.load_module(path, f"losscc_acc_{backend}_{key}_{abs(hash(str(tmp_path)))}").probe
+
+
+def _rel(got, exact, dtype):
+    """|got - exact| / |exact| where exact is a normal number of the dtype (else 0)."""
+    got, exact = np.asarray(got, float), np.asarray(exact, float)
+    normal = np.abs(exact) >= np.finfo(dtype).tiny
+    return np.where(normal, np.abs(got - exact) / np.where(normal, np.abs(exact), 1), 0)
+
+
+def _exact(f, xs, dtype):
+    """f at the dtype-rounded inputs, in mpmath at 50 digits (rounded to float64)."""
+    with mp.workdps(50):
+        return np.array([float(f(mp.mpf(float(v)))) for v in np.asarray(xs, dtype)])
+
+
+def _softplus(x):
+    return mp.log1p(mp.exp(x))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_softplus_is_accurate_far_below_zero(backend, dtype, tmp_path):
+    x = np.array(SOFTPLUS_X)
+    value, (grad,) = verify.runner(backend).gradient(_probe(backend, "softplus", ["x"], tmp_path), [x], dtype, "eager")
+    eps = np.finfo(dtype).eps
+    assert np.max(_rel(value, _exact(_softplus, x, dtype), dtype)) <= ULPS * eps
+    sigmoid = _exact(lambda v: 1 / (1 + mp.exp(-v)), x, dtype)
+    assert np.max(_rel(grad, sigmoid, dtype)) <= ULPS * eps
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("key, f", [("log1p", mp.log1p), ("expm1", mp.expm1)])
+def test_log1p_and_expm1_keep_tiny_arguments(key, f, backend, dtype, tmp_path):
+    u = np.array(TINY_U)
+    value, _ = verify.runner(backend).gradient(_probe(backend, key, ["x"], tmp_path), [u], dtype, "eager")
+    assert np.max(_rel(value, _exact(f, u, dtype), dtype)) <= ULPS * np.finfo(dtype).eps
+
+
+def _condition(z, exact):
+    """Per entry of log_softmax, S = sum_j |z_j * d/dz_j|: the error that a relative error
+    eps in every operand causes, verify's per-element floor (docs/verify.md). MindSpore's
+    float32 exp is off by about eps * |x| (its range reduction), within that floor."""
+    p = np.exp(exact)[:, None, :]
+    return (np.abs(z)[:, None, :] * np.abs(np.eye(z.shape[1])[None] - p)).sum(-1)
+
+
+def _log_softmax_exact(z):
+    with mp.workdps(50):
+        out = []
+        for row in z:
+            lse = mp.log(sum(mp.exp(mp.mpf(float(v))) for v in row))
+            out.append([float(mp.mpf(float(v)) - lse) for v in row])
+        return np.array(out)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_log_softmax_is_accurate_near_zero(backend, dtype, tmp_path):
+    z = np.array(LOGITS)
+    exact = _log_softmax_exact(z.astype(dtype))
+    value, (grad,) = verify.runner(backend).gradient(
+        _probe(backend, "log_softmax", ["x"], tmp_path, axis="-1"), [z], dtype, "eager")
+    eps = np.finfo(dtype).eps
+    assert np.all(np.abs(value - exact) <= ULPS * eps * (np.abs(exact) + _condition(z, exact)))
+    assert np.abs(value[0, 0] - exact[0, 0]) < 1e-3 * abs(exact[0, 0])  # z - logsumexp(z) gives 0
+    # d/dz_j of sum_i log_softmax_i = 1 - C * softmax_j, also at the tied maxima
+    want = 1 - z.shape[1] * np.exp(exact)
+    np.testing.assert_allclose(grad, want, rtol=ULPS * eps, atol=ULPS * eps)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gathered_log_softmax_is_accurate_near_zero(backend, dtype, tmp_path):
+    z = np.array(LOGITS)
+    index = np.array([[0], [0], [1], [2]])
+    full = _log_softmax_exact(z.astype(dtype))
+    exact = np.take_along_axis(full, index, axis=1)
+    value, (grad, _) = verify.runner(backend).gradient(
+        _probe(backend, "gather_log_softmax", ["x", "index"], tmp_path, axis="-1"), [z, index], dtype, "eager")
+    eps = np.finfo(dtype).eps
+    cond = np.take_along_axis(_condition(z, full), index, axis=1)
+    assert np.all(np.abs(value - exact) <= ULPS * eps * (np.abs(exact) + cond))
+    assert np.abs(value[0, 0] - exact[0, 0]) < 1e-3 * abs(exact[0, 0])
+    want = np.exp(_log_softmax_exact(z.astype(dtype)))
+    np.put_along_axis(want, index, np.take_along_axis(want, index, axis=1) - 1, axis=1)
+    np.testing.assert_allclose(grad, -want, rtol=ULPS * eps, atol=ULPS * eps)
+
+
+# ---------------------------------------------------------------- the kernels replaced fail the bound
+
+def test_native_softplus_kernels_lose_the_tail():
+    ms = pytest.importorskip("mindspore")
+    paddle = pytest.importorskip("paddle")
+    x = np.array([-30.0])
+    exact = _exact(_softplus, x, "float64")
+    native = paddle.nn.functional.softplus(paddle.to_tensor(x), threshold=40.0).numpy()
+    assert _rel(native, exact, "float64")[0] > 1e-4  # log(1 + exp(x)): 9.348e-14 for 9.358e-14
+    native = ms.ops.softplus(ms.Tensor(np.full(8, -30.0, np.float32))).asnumpy()
+    assert native[0] == 0  # float32, vectorised (from 4 entries): flushed
+
+
+def test_native_mindspore_log1p_and_composed_log_softmax_lose_tiny_values():
+    ms = pytest.importorskip("mindspore")
+    u = np.array([1e-10], np.float32)
+    assert _rel(ms.ops.log1p(ms.Tensor(u)).asnumpy(), _exact(mp.log1p, u, "float32"), "float32")[0] > 1e-3
+    z = np.array([LOGITS[0]])
+    lse = ms.ops.logsumexp(ms.Tensor(z), -1, keepdim=True).asnumpy()
+    assert (z - lse)[0, 0] == 0  # the exact value is -5.4e-20
