@@ -32,7 +32,6 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
 import dataclasses
 
-import jax
 import jax.numpy as jnp
 
 __all__ = ["CrossEntropy", "cross_entropy"]
@@ -120,6 +119,23 @@ def _check_inputs(input, target, weight):
         )
 
 
+def _log_softmax(x, axis):
+    """x - logsumexp(x) along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """
+    peak = jnp.max(x, axis=axis, keepdims=True)
+    top = x == peak
+    shifted = x - peak
+    rest = jnp.sum(jnp.where(top, 0, jnp.exp(shifted)), axis=axis, keepdims=True) + (
+        jnp.sum(top, axis=axis, keepdims=True, dtype=shifted.dtype) - 1
+    )
+    return shifted - jnp.log1p(rest)
+
+
 def cross_entropy(
     input,
     target,
@@ -164,7 +180,7 @@ def cross_entropy(
     target = jnp.where(valid, target, jnp.zeros_like(target))
     # specialised: the defaults substituted into the loss
     if weight is None:
-        logp = jax.nn.log_softmax(input, axis=-(1 + len(D)))
+        logp = _log_softmax(input, -(1 + len(D)))
         picked = jnp.take_along_axis(logp, target, axis=-(1 + len(D)))
         total = jnp.sum(logp, axis=-(1 + len(D)), keepdims=True)
         unmasked = -((1 - label_smoothing) * picked) - label_smoothing * total / C
@@ -177,7 +193,7 @@ def cross_entropy(
             result = jnp.sum(loss) / jnp.sum(jnp.astype(valid, dtype))
     else:
         weight = jnp.reshape(weight, (C,) + (1,) * len(D))
-        logp = jax.nn.log_softmax(input, axis=-(1 + len(D)))
+        logp = _log_softmax(input, -(1 + len(D)))
         total = jnp.sum(weight * logp, axis=-(1 + len(D)), keepdims=True)
         picked = jnp.take(weight, target)
         picked_1 = jnp.take_along_axis(logp, target, axis=-(1 + len(D)))

@@ -79,6 +79,23 @@ def _check_inputs(student, teacher):
         )
 
 
+def _gather_log_softmax(x, axis, index):
+    """log_softmax(x)[index] along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """
+    peak = jnp.max(x, axis=axis, keepdims=True)
+    top = x == peak
+    shifted = x - peak
+    rest = jnp.sum(jnp.where(top, 0, jnp.exp(shifted)), axis=axis, keepdims=True) + (
+        jnp.sum(top, axis=axis, keepdims=True, dtype=shifted.dtype) - 1
+    )
+    return jnp.take_along_axis(shifted, index, axis=axis) - jnp.log1p(rest)
+
+
 def distill_hard(student, teacher, *, reduction="mean"):
     """Cross-entropy of the student against the teacher's argmax (hard pseudo-labels).
 
@@ -100,9 +117,7 @@ def distill_hard(student, teacher, *, reduction="mean"):
     N = student.shape[0]
     frozen = jax.lax.stop_gradient(teacher)
     pseudo = jnp.argmax(frozen, axis=-1, keepdims=True)
-    picked = jnp.take_along_axis(student, pseudo, axis=-1) - jax.nn.logsumexp(
-        student, axis=-1, keepdims=True
-    )
+    picked = _gather_log_softmax(student, -1, pseudo)
     loss = -picked
     if reduction == "none":
         result = jnp.reshape(loss, (N,))

@@ -125,6 +125,40 @@ def _check_inputs(student, teacher, target):
         )
 
 
+def _gather_log_softmax(x, axis, index):
+    """log_softmax(x)[index] along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """
+    peak = jnp.max(x, axis=axis, keepdims=True)
+    top = x == peak
+    shifted = x - peak
+    rest = jnp.sum(jnp.where(top, 0, jnp.exp(shifted)), axis=axis, keepdims=True) + (
+        jnp.sum(top, axis=axis, keepdims=True, dtype=shifted.dtype) - 1
+    )
+    return jnp.take_along_axis(shifted, index, axis=axis) - jnp.log1p(rest)
+
+
+def _log_softmax(x, axis):
+    """x - logsumexp(x) along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """
+    peak = jnp.max(x, axis=axis, keepdims=True)
+    top = x == peak
+    shifted = x - peak
+    rest = jnp.sum(jnp.where(top, 0, jnp.exp(shifted)), axis=axis, keepdims=True) + (
+        jnp.sum(top, axis=axis, keepdims=True, dtype=shifted.dtype) - 1
+    )
+    return shifted - jnp.log1p(rest)
+
+
 def distill_kd(
     student, teacher, target, *, temperature=4.0, alpha=0.9, reduction="mean"
 ):
@@ -152,14 +186,12 @@ def distill_kd(
     N = student.shape[0]
     target = jnp.reshape(target, (N, 1))
     t = target != -100
-    picked = jnp.take_along_axis(
-        student, jnp.where(t, target, 0), axis=-1
-    ) - jax.nn.logsumexp(student, axis=-1, keepdims=True)
+    picked = _gather_log_softmax(student, -1, jnp.where(t, target, 0))
     hard = jnp.where(t, -picked, 0)
     frozen = jax.lax.stop_gradient(teacher)
-    log_probs = jax.nn.log_softmax(frozen / temperature, axis=-1)
+    log_probs = _log_softmax(frozen / temperature, -1)
     t_1 = jnp.exp(log_probs) > 0
-    log_probs_1 = jax.nn.log_softmax(student / temperature, axis=-1)
+    log_probs_1 = _log_softmax(student / temperature, -1)
     soft = jnp.where(
         t_1, (log_probs - log_probs_1) * jnp.exp(jnp.where(t_1, log_probs, 0)), 0
     )

@@ -94,6 +94,23 @@ def _check_inputs(logits, label):
         )
 
 
+def _gather_log_softmax(x, axis, index):
+    """log_softmax(x)[index] along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """
+    peak = jnp.max(x, axis=axis, keepdims=True)
+    top = x == peak
+    shifted = x - peak
+    rest = jnp.sum(jnp.where(top, 0, jnp.exp(shifted)), axis=axis, keepdims=True) + (
+        jnp.sum(top, axis=axis, keepdims=True, dtype=shifted.dtype) - 1
+    )
+    return jnp.take_along_axis(shifted, index, axis=axis) - jnp.log1p(rest)
+
+
 def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
     """Multi-class focal loss (Lin et al., 2017) for class imbalance.
 
@@ -116,9 +133,7 @@ def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
         logits = jnp.astype(logits, jnp.float32)
     N = logits.shape[0]
     label = jnp.reshape(label, (N, 1))
-    picked = jnp.take_along_axis(logits, label, axis=-1) - jax.nn.logsumexp(
-        logits, axis=-1, keepdims=True
-    )
+    picked = _gather_log_softmax(logits, -1, label)
     t = -jnp.expm1(picked)
     frozen = jax.lax.stop_gradient(t)
     t_1 = t > 0

@@ -28,7 +28,6 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
 import dataclasses
 
-import jax
 import jax.numpy as jnp
 
 __all__ = ["PolyLoss", "poly_loss"]
@@ -89,6 +88,23 @@ def _check_inputs(logits, labels):
         )
 
 
+def _log_softmax(x, axis):
+    """x - logsumexp(x) along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """
+    peak = jnp.max(x, axis=axis, keepdims=True)
+    top = x == peak
+    shifted = x - peak
+    rest = jnp.sum(jnp.where(top, 0, jnp.exp(shifted)), axis=axis, keepdims=True) + (
+        jnp.sum(top, axis=axis, keepdims=True, dtype=shifted.dtype) - 1
+    )
+    return shifted - jnp.log1p(rest)
+
+
 def poly_loss(logits, labels, *, epsilon=2.0, reduction="mean"):
     """Poly-1 loss (Leng et al., 2022), cross-entropy plus epsilon * (1 - pt), as
     optax.losses.poly_loss_cross_entropy.
@@ -112,7 +128,7 @@ def poly_loss(logits, labels, *, epsilon=2.0, reduction="mean"):
         logits = jnp.astype(logits, jnp.float32)
         labels = jnp.astype(labels, jnp.float32)
     B = tuple(logits.shape[0:-1])
-    log_probs = jax.nn.log_softmax(logits, axis=-1)
+    log_probs = _log_softmax(logits, -1)
     one_minus_pt = jnp.sum(-(labels * jnp.expm1(log_probs)), axis=-1, keepdims=True)
     total = jnp.sum(labels * log_probs, axis=-1, keepdims=True)
     loss = epsilon * one_minus_pt - total

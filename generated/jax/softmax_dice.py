@@ -34,7 +34,6 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
 import dataclasses
 
-import jax
 import jax.numpy as jnp
 
 __all__ = ["SoftmaxDice", "softmax_dice"]
@@ -117,6 +116,23 @@ def _check_inputs(logits, targets):
         )
 
 
+def _log_softmax(x, axis):
+    """x - logsumexp(x) along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """
+    peak = jnp.max(x, axis=axis, keepdims=True)
+    top = x == peak
+    shifted = x - peak
+    rest = jnp.sum(jnp.where(top, 0, jnp.exp(shifted)), axis=axis, keepdims=True) + (
+        jnp.sum(top, axis=axis, keepdims=True, dtype=shifted.dtype) - 1
+    )
+    return shifted - jnp.log1p(rest)
+
+
 def softmax_dice(logits, targets, *, smooth=1.0, alpha=0.5, beta=0.5, reduction="mean"):
     """Multi-class soft Dice (Tversky-weighted) loss on logits, one value per sample, as
     optax.losses.dice_loss.
@@ -142,7 +158,7 @@ def softmax_dice(logits, targets, *, smooth=1.0, alpha=0.5, beta=0.5, reduction=
         logits = jnp.astype(logits, jnp.float32)
         targets = jnp.astype(targets, jnp.float32)
     N = logits.shape[0]
-    log_probs = jax.nn.log_softmax(logits, axis=-1)
+    log_probs = _log_softmax(logits, -1)
     p = jnp.exp(log_probs)
     inter = jnp.sum(targets * p, axis=-2, keepdims=True)
     total = jnp.sum(p, axis=-2, keepdims=True)

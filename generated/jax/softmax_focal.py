@@ -111,6 +111,23 @@ def _check_inputs(input, target, alpha):
         )
 
 
+def _gather_log_softmax(x, axis, index):
+    """log_softmax(x)[index] along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """
+    peak = jnp.max(x, axis=axis, keepdims=True)
+    top = x == peak
+    shifted = x - peak
+    rest = jnp.sum(jnp.where(top, 0, jnp.exp(shifted)), axis=axis, keepdims=True) + (
+        jnp.sum(top, axis=axis, keepdims=True, dtype=shifted.dtype) - 1
+    )
+    return jnp.take_along_axis(shifted, index, axis=axis) - jnp.log1p(rest)
+
+
 def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
     """Softmax focal loss with per-class alpha (Lin et al., 2017).
 
@@ -139,9 +156,7 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
     target = jnp.reshape(target, (N, 1))
     # specialised: the defaults substituted into the loss
     if alpha is None:
-        picked = jnp.take_along_axis(input, target, axis=-1) - jax.nn.logsumexp(
-            input, axis=-1, keepdims=True
-        )
+        picked = _gather_log_softmax(input, -1, target)
         t = -jnp.expm1(picked)
         frozen = jax.lax.stop_gradient(t)
         t_1 = t > 0
@@ -158,9 +173,7 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
             result = jnp.mean(loss)
     else:
         picked = jnp.take(alpha, target)
-        picked_1 = jnp.take_along_axis(input, target, axis=-1) - jax.nn.logsumexp(
-            input, axis=-1, keepdims=True
-        )
+        picked_1 = _gather_log_softmax(input, -1, target)
         t = -jnp.expm1(picked_1)
         frozen = jax.lax.stop_gradient(t)
         t_1 = t > 0

@@ -118,6 +118,35 @@ def _check_inputs(input, target, weight):
         )
 
 
+def _log1p(x):
+    """log(1 + x), accurate near 0: Goldberg's log(1 + x) * x / ((1 + x) - 1), and x where
+    1 + x rounds to 1 (the CPU kernel computes log(1 + x)); in float64, since the float32
+    log is not accurate enough near 1 for the quotient."""
+    y = ops.cast(x, ms.float64)
+    u = 1 + y
+    z = u - 1
+    keep = ops.logical_or(z == 0, ops.isinf(y))
+    out = ops.where(keep, y, ops.log(u) * (y / ops.where(keep, ops.ones_like(z), z)))
+    return ops.cast(out, x.dtype)
+
+
+def _log_softmax(x, axis):
+    """x - logsumexp(x) along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """
+    peak = ops.amax(x, axis, keepdims=True)
+    top = x == peak
+    shifted = x - peak
+    rest = ops.sum(ops.where(top, ops.zeros_like(x), ops.exp(shifted)), axis, keepdim=True) + (
+        ops.sum(ops.cast(top, x.dtype), axis, keepdim=True) - 1
+    )
+    return shifted - _log1p(rest)
+
+
 def cross_entropy(
     input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0
 ):
@@ -157,7 +186,7 @@ def cross_entropy(
     target = ops.where(valid, target, ops.zeros_like(target))
     # specialised: the defaults substituted into the loss
     if weight is None:
-        logp = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
+        logp = _log_softmax(input, -(1 + len(D)))
         picked = ops.gather_elements(logp, -(1 + len(D)), target)
         total = ops.sum(logp, -(1 + len(D)), keepdim=True)
         unmasked = -((1 - label_smoothing) * picked) - label_smoothing * total / C
@@ -170,7 +199,7 @@ def cross_entropy(
             result = loss.sum() / ops.cast(valid, dtype).sum()
     else:
         weight = ops.reshape(weight, (C,) + (1,) * len(D))
-        logp = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
+        logp = _log_softmax(input, -(1 + len(D)))
         total = ops.sum(weight * logp, -(1 + len(D)), keepdim=True)
         picked = ops.gather(ops.reshape(weight, (-1,)), target, 0)
         picked_1 = ops.gather_elements(logp, -(1 + len(D)), target)

@@ -109,6 +109,35 @@ def _check_inputs(input, target, weight):
         )
 
 
+def _log1p(x):
+    """log(1 + x), accurate near 0: Goldberg's log(1 + x) * x / ((1 + x) - 1), and x where
+    1 + x rounds to 1 (the CPU kernel computes log(1 + x)); in float64, since the float32
+    log is not accurate enough near 1 for the quotient."""
+    y = ops.cast(x, ms.float64)
+    u = 1 + y
+    z = u - 1
+    keep = ops.logical_or(z == 0, ops.isinf(y))
+    out = ops.where(keep, y, ops.log(u) * (y / ops.where(keep, ops.ones_like(z), z)))
+    return ops.cast(out, x.dtype)
+
+
+def _log_softmax(x, axis):
+    """x - logsumexp(x) along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """
+    peak = ops.amax(x, axis, keepdims=True)
+    top = x == peak
+    shifted = x - peak
+    rest = ops.sum(ops.where(top, ops.zeros_like(x), ops.exp(shifted)), axis, keepdim=True) + (
+        ops.sum(ops.cast(top, x.dtype), axis, keepdim=True) - 1
+    )
+    return shifted - _log1p(rest)
+
+
 def cross_entropy_probs(
     input, target, weight=None, *, label_smoothing=0.0, reduction="mean"
 ):
@@ -144,7 +173,7 @@ def cross_entropy_probs(
     # specialised: the defaults substituted into the loss
     if weight is None:
         q = label_smoothing / C + target * (1 - label_smoothing)
-        log_probs = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
+        log_probs = _log_softmax(input, -(1 + len(D)))
         total = ops.sum(q * log_probs, -(1 + len(D)), keepdim=True)
         loss = -total
         if reduction == "none":
@@ -156,7 +185,7 @@ def cross_entropy_probs(
     else:
         weight = ops.reshape(weight, (C,) + (1,) * len(D))
         q = label_smoothing / C + target * (1 - label_smoothing)
-        log_probs = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
+        log_probs = _log_softmax(input, -(1 + len(D)))
         total = ops.sum(weight * q * log_probs, -(1 + len(D)), keepdim=True)
         loss = -total
         if reduction == "none":

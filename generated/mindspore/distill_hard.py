@@ -77,6 +77,35 @@ def _check_inputs(student, teacher):
         )
 
 
+def _log1p(x):
+    """log(1 + x), accurate near 0: Goldberg's log(1 + x) * x / ((1 + x) - 1), and x where
+    1 + x rounds to 1 (the CPU kernel computes log(1 + x)); in float64, since the float32
+    log is not accurate enough near 1 for the quotient."""
+    y = ops.cast(x, ms.float64)
+    u = 1 + y
+    z = u - 1
+    keep = ops.logical_or(z == 0, ops.isinf(y))
+    out = ops.where(keep, y, ops.log(u) * (y / ops.where(keep, ops.ones_like(z), z)))
+    return ops.cast(out, x.dtype)
+
+
+def _gather_log_softmax(x, axis, index):
+    """log_softmax(x)[index] along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """
+    peak = ops.amax(x, axis, keepdims=True)
+    top = x == peak
+    shifted = x - peak
+    rest = ops.sum(ops.where(top, ops.zeros_like(x), ops.exp(shifted)), axis, keepdim=True) + (
+        ops.sum(ops.cast(top, x.dtype), axis, keepdim=True) - 1
+    )
+    return ops.gather_elements(shifted, axis, index) - _log1p(rest)
+
+
 def distill_hard(student, teacher, *, reduction="mean"):
     """Cross-entropy of the student against the teacher's argmax (hard pseudo-labels).
 
@@ -98,9 +127,7 @@ def distill_hard(student, teacher, *, reduction="mean"):
     N = student.shape[0]
     frozen = ops.stop_gradient(teacher)
     pseudo = ops.argmax(frozen, -1, keepdim=True)
-    picked = ops.gather_elements(student, -1, pseudo) - ops.logsumexp(
-        student, -1, keepdim=True
-    )
+    picked = _gather_log_softmax(student, -1, pseudo)
     loss = -picked
     if reduction == "none":
         result = ops.reshape(loss, (N,))

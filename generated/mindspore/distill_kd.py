@@ -27,12 +27,10 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     picked = log_softmax(student, axis=C)[where(t, target, 0)]
     hard = where(t, -picked, 0)
     frozen = stop_gradient(teacher)
-    t_1 = frozen/temperature
-    log_probs = log_softmax(t_1, axis=C)
-    t_2 = exp(log_probs) > 0
-    t_3 = student/temperature
-    log_probs_1 = log_softmax(t_3, axis=C)
-    soft = where(t_2, (-log_probs_1 + log_probs)*exp(where(t_2, log_probs, 0)), 0)
+    log_probs = log_softmax(frozen/temperature, axis=C)
+    t_1 = exp(log_probs) > 0
+    log_probs_1 = log_softmax(student/temperature, axis=C)
+    soft = where(t_1, (-log_probs_1 + log_probs)*exp(where(t_1, log_probs, 0)), 0)
     total = sum(soft, axis=C)
     loss = (1 - alpha)*hard + alpha*temperature**2*total
 """
@@ -125,6 +123,52 @@ def _check_inputs(student, teacher, target):
         )
 
 
+def _log1p(x):
+    """log(1 + x), accurate near 0: Goldberg's log(1 + x) * x / ((1 + x) - 1), and x where
+    1 + x rounds to 1 (the CPU kernel computes log(1 + x)); in float64, since the float32
+    log is not accurate enough near 1 for the quotient."""
+    y = ops.cast(x, ms.float64)
+    u = 1 + y
+    z = u - 1
+    keep = ops.logical_or(z == 0, ops.isinf(y))
+    out = ops.where(keep, y, ops.log(u) * (y / ops.where(keep, ops.ones_like(z), z)))
+    return ops.cast(out, x.dtype)
+
+
+def _gather_log_softmax(x, axis, index):
+    """log_softmax(x)[index] along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """
+    peak = ops.amax(x, axis, keepdims=True)
+    top = x == peak
+    shifted = x - peak
+    rest = ops.sum(ops.where(top, ops.zeros_like(x), ops.exp(shifted)), axis, keepdim=True) + (
+        ops.sum(ops.cast(top, x.dtype), axis, keepdim=True) - 1
+    )
+    return ops.gather_elements(shifted, axis, index) - _log1p(rest)
+
+
+def _log_softmax(x, axis):
+    """x - logsumexp(x) along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """
+    peak = ops.amax(x, axis, keepdims=True)
+    top = x == peak
+    shifted = x - peak
+    rest = ops.sum(ops.where(top, ops.zeros_like(x), ops.exp(shifted)), axis, keepdim=True) + (
+        ops.sum(ops.cast(top, x.dtype), axis, keepdim=True) - 1
+    )
+    return shifted - _log1p(rest)
+
+
 def distill_kd(
     student, teacher, target, *, temperature=4.0, alpha=0.9, reduction="mean"
 ):
@@ -155,18 +199,14 @@ def distill_kd(
     alpha = ms.Tensor(alpha, dtype)
     target = ops.reshape(target, (N, 1))
     t = target != -100
-    picked = ops.gather_elements(student, -1, ops.where(t, target, 0)) - ops.logsumexp(
-        student, -1, keepdim=True
-    )
+    picked = _gather_log_softmax(student, -1, ops.where(t, target, 0))
     hard = ops.where(t, -picked, 0)
     frozen = ops.stop_gradient(teacher)
-    t_1 = frozen / temperature
-    log_probs = t_1 - ops.logsumexp(t_1, -1, keepdim=True)
-    t_2 = ops.exp(log_probs) > 0
-    t_3 = student / temperature
-    log_probs_1 = t_3 - ops.logsumexp(t_3, -1, keepdim=True)
+    log_probs = _log_softmax(frozen / temperature, -1)
+    t_1 = ops.exp(log_probs) > 0
+    log_probs_1 = _log_softmax(student / temperature, -1)
     soft = ops.where(
-        t_2, (log_probs - log_probs_1) * ops.exp(ops.where(t_2, log_probs, 0)), 0
+        t_1, (log_probs - log_probs_1) * ops.exp(ops.where(t_1, log_probs, 0)), 0
     )
     total = ops.sum(soft, -1, keepdim=True)
     loss = (1 - alpha) * hard + alpha * temperature**2 * total

@@ -82,39 +82,40 @@ def _check_inputs(input, target, weight):
         )
 
 
+def _log1p(x):
+    """log(1 + x), accurate near 0: Goldberg's log(1 + x) * x / ((1 + x) - 1), and x where
+    1 + x rounds to 1 (the CPU kernel computes log(1 + x)); in float64, since the float32
+    log is not accurate enough near 1 for the quotient."""
+    y = ops.cast(x, ms.float64)
+    u = 1 + y
+    z = u - 1
+    keep = ops.logical_or(z == 0, ops.isinf(y))
+    out = ops.where(keep, y, ops.log(u) * (y / ops.where(keep, ops.ones_like(z), z)))
+    return ops.cast(out, x.dtype)
+
+
 def _softplus(x):
-    """log(1 + exp(x)) without overflow; gradient sigmoid(x), also at x = 0."""
-    if x.dtype == ms.float32:
-        return ops.softplus(x)  # x above 20; below about -17 the value flushes to 0
-    positive = x > 0
-    return ops.where(positive, x, ops.zeros_like(x)) + ops.log1p(
-        ops.exp(ops.where(positive, -x, x))
+    """log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)), in float64: accurate to a few ulps
+    also far below 0, where ops.softplus flushes to 0 (float32 from about -17) and the
+    float32 exp is off by up to 2e-5; gradient sigmoid(x), also at x = 0."""
+    y = ops.cast(x, ms.float64)
+    positive = y > 0
+    out = ops.where(positive, y, ops.zeros_like(y)) + _log1p(
+        ops.exp(ops.where(positive, -y, y))
     )
+    return ops.cast(out, x.dtype)
 
 
 def _expm1(x):
-    """exp(x) - 1, accurate near 0 in float64: (exp(x) - 1) * x / log(exp(x)), and x where
-    exp(x) rounds to 1 (the CPU kernel loses x below about 1e-8)."""
-    if x.dtype != ms.float64:
-        # the float32 log is not accurate enough near 1 for the quotient
-        return ops.expm1(x)
-    u = ops.exp(x)
+    """exp(x) - 1, accurate near 0: Kahan's (exp(x) - 1) * x / log(exp(x)), and x where
+    exp(x) rounds to 1 (the CPU kernel loses x below about 1e-8); in float64, since the
+    float32 log is not accurate enough near 1 for the quotient."""
+    y = ops.cast(x, ms.float64)
+    u = ops.exp(y)
     um = u - 1
     keep = ops.logical_or(ops.logical_or(um == 0, um == -1), ops.isinf(u))
-    ratio = x / ops.log(ops.where(keep, ops.full_like(u, 2), u))
-    return ops.where(keep, ops.where(um == 0, x, um), um * ratio)
-
-
-def _log1p(x):
-    """log(1 + x), accurate near 0 in float64: log(1 + x) * x / ((1 + x) - 1), and x where
-    1 + x rounds to 1 (the CPU kernel computes log(1 + x))."""
-    if x.dtype != ms.float64:
-        # the float32 log is not accurate enough near 1 for the quotient
-        return ops.log1p(x)
-    y = 1 + x
-    z = y - 1
-    keep = ops.logical_or(z == 0, ops.isinf(x))
-    return ops.where(keep, x, ops.log(y) * (x / ops.where(keep, ops.ones_like(z), z)))
+    ratio = y / ops.log(ops.where(keep, ops.full_like(u, 2), u))
+    return ops.cast(ops.where(keep, ops.where(um == 0, y, um), um * ratio), x.dtype)
 
 
 def log_cosh(input, target, weight=None, *, reduction="mean"):

@@ -87,17 +87,45 @@ def _check_inputs(logits, labels):
         )
 
 
+def _log1p(x):
+    """log(1 + x), accurate near 0: Goldberg's log(1 + x) * x / ((1 + x) - 1), and x where
+    1 + x rounds to 1 (the CPU kernel computes log(1 + x)); in float64, since the float32
+    log is not accurate enough near 1 for the quotient."""
+    y = ops.cast(x, ms.float64)
+    u = 1 + y
+    z = u - 1
+    keep = ops.logical_or(z == 0, ops.isinf(y))
+    out = ops.where(keep, y, ops.log(u) * (y / ops.where(keep, ops.ones_like(z), z)))
+    return ops.cast(out, x.dtype)
+
+
+def _log_softmax(x, axis):
+    """x - logsumexp(x) along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """
+    peak = ops.amax(x, axis, keepdims=True)
+    top = x == peak
+    shifted = x - peak
+    rest = ops.sum(ops.where(top, ops.zeros_like(x), ops.exp(shifted)), axis, keepdim=True) + (
+        ops.sum(ops.cast(top, x.dtype), axis, keepdim=True) - 1
+    )
+    return shifted - _log1p(rest)
+
+
 def _expm1(x):
-    """exp(x) - 1, accurate near 0 in float64: (exp(x) - 1) * x / log(exp(x)), and x where
-    exp(x) rounds to 1 (the CPU kernel loses x below about 1e-8)."""
-    if x.dtype != ms.float64:
-        # the float32 log is not accurate enough near 1 for the quotient
-        return ops.expm1(x)
-    u = ops.exp(x)
+    """exp(x) - 1, accurate near 0: Kahan's (exp(x) - 1) * x / log(exp(x)), and x where
+    exp(x) rounds to 1 (the CPU kernel loses x below about 1e-8); in float64, since the
+    float32 log is not accurate enough near 1 for the quotient."""
+    y = ops.cast(x, ms.float64)
+    u = ops.exp(y)
     um = u - 1
     keep = ops.logical_or(ops.logical_or(um == 0, um == -1), ops.isinf(u))
-    ratio = x / ops.log(ops.where(keep, ops.full_like(u, 2), u))
-    return ops.where(keep, ops.where(um == 0, x, um), um * ratio)
+    ratio = y / ops.log(ops.where(keep, ops.full_like(u, 2), u))
+    return ops.cast(ops.where(keep, ops.where(um == 0, y, um), um * ratio), x.dtype)
 
 
 def poly_loss(logits, labels, *, epsilon=2.0, reduction="mean"):
@@ -125,7 +153,7 @@ def poly_loss(logits, labels, *, epsilon=2.0, reduction="mean"):
     dtype = logits.dtype
     B = tuple(logits.shape[0:-1])
     epsilon = ms.Tensor(epsilon, dtype)
-    log_probs = logits - ops.logsumexp(logits, -1, keepdim=True)
+    log_probs = _log_softmax(logits, -1)
     one_minus_pt = ops.sum(-(labels * _expm1(log_probs)), -1, keepdim=True)
     total = ops.sum(labels * log_probs, -1, keepdim=True)
     loss = epsilon * one_minus_pt - total

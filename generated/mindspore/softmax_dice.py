@@ -115,6 +115,35 @@ def _check_inputs(logits, targets):
         )
 
 
+def _log1p(x):
+    """log(1 + x), accurate near 0: Goldberg's log(1 + x) * x / ((1 + x) - 1), and x where
+    1 + x rounds to 1 (the CPU kernel computes log(1 + x)); in float64, since the float32
+    log is not accurate enough near 1 for the quotient."""
+    y = ops.cast(x, ms.float64)
+    u = 1 + y
+    z = u - 1
+    keep = ops.logical_or(z == 0, ops.isinf(y))
+    out = ops.where(keep, y, ops.log(u) * (y / ops.where(keep, ops.ones_like(z), z)))
+    return ops.cast(out, x.dtype)
+
+
+def _log_softmax(x, axis):
+    """x - logsumexp(x) along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """
+    peak = ops.amax(x, axis, keepdims=True)
+    top = x == peak
+    shifted = x - peak
+    rest = ops.sum(ops.where(top, ops.zeros_like(x), ops.exp(shifted)), axis, keepdim=True) + (
+        ops.sum(ops.cast(top, x.dtype), axis, keepdim=True) - 1
+    )
+    return shifted - _log1p(rest)
+
+
 def softmax_dice(logits, targets, *, smooth=1.0, alpha=0.5, beta=0.5, reduction="mean"):
     """Multi-class soft Dice (Tversky-weighted) loss on logits, one value per sample, as
     optax.losses.dice_loss.
@@ -144,7 +173,7 @@ def softmax_dice(logits, targets, *, smooth=1.0, alpha=0.5, beta=0.5, reduction=
     smooth = ms.Tensor(smooth, dtype)
     alpha = ms.Tensor(alpha, dtype)
     beta = ms.Tensor(beta, dtype)
-    log_probs = logits - ops.logsumexp(logits, -1, keepdim=True)
+    log_probs = _log_softmax(logits, -1)
     p = ops.exp(log_probs)
     inter = ops.sum(targets * p, -2, keepdim=True)
     total = ops.sum(p, -2, keepdim=True)

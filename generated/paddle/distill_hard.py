@@ -77,14 +77,22 @@ def _check_inputs(student, teacher):
         )
 
 
-def _logsumexp(x, axis):
-    """log(sum(exp(x), axis)), keeping the axis; exact for logits of any size.
+def _gather_log_softmax(x, axis, index):
+    """log_softmax(x)[index] along the axis, accurate also near 0.
 
-    The maximum is shifted out; its gradient is dropped because the result does not depend
-    on it (the gradient of x is softmax(x) either way).
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
     """
-    peak = paddle.amax(x, axis=axis, keepdim=True).detach()
-    return peak + paddle.log(paddle.sum(paddle.exp(x - peak), axis=axis, keepdim=True))
+    peak = paddle.amax(x, axis=axis, keepdim=True)
+    top = x == peak
+    shifted = x - peak
+    rest = paddle.sum(
+        paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted)), axis=axis, keepdim=True
+    ) + (paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True) - 1)
+    shifted = paddle.take_along_axis(shifted, index, axis=axis, broadcast=False)
+    return shifted - paddle.log1p(rest)
 
 
 def _shape(x):
@@ -121,9 +129,7 @@ def distill_hard(student, teacher, *, reduction="mean"):
     N = _shape(student)[0]
     frozen = paddle.assign(teacher).detach()
     pseudo = paddle.argmax(frozen, axis=-1, keepdim=True)
-    picked = paddle.take_along_axis(
-        student, pseudo, axis=-1, broadcast=False
-    ) - _logsumexp(student, -1)
+    picked = _gather_log_softmax(student, -1, pseudo)
     loss = -picked
     if reduction == "none":
         result = paddle.reshape(loss, (N,))

@@ -27,13 +27,11 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     picked = log_softmax(student, axis=C)[where(t, target, 0)]
     hard = where(t, -picked, 0)
     frozen = stop_gradient(teacher)
-    t_2 = frozen/temperature
-    log_probs = log_softmax(t_2, axis=C)
-    t_3 = exp(log_probs) > 0
-    t_4 = student/temperature
-    log_probs_1 = log_softmax(t_4, axis=C)
-    t_5 = (-log_probs_1 + log_probs)*exp(where(t_3, log_probs, 0))
-    soft = where(t_3, t_5, 0)
+    log_probs = log_softmax(frozen/temperature, axis=C)
+    t_2 = exp(log_probs) > 0
+    log_probs_1 = log_softmax(student/temperature, axis=C)
+    t_3 = (-log_probs_1 + log_probs)*exp(where(t_2, log_probs, 0))
+    soft = where(t_2, t_3, 0)
     total = sum(soft, axis=C)
     loss = (1 - alpha)*hard + alpha*temperature**2*total
 """
@@ -126,14 +124,39 @@ def _check_inputs(student, teacher, target):
         )
 
 
-def _logsumexp(x, axis):
-    """log(sum(exp(x), axis)), keeping the axis; exact for logits of any size.
+def _gather_log_softmax(x, axis, index):
+    """log_softmax(x)[index] along the axis, accurate also near 0.
 
-    The maximum is shifted out; its gradient is dropped because the result does not depend
-    on it (the gradient of x is softmax(x) either way).
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
     """
-    peak = paddle.amax(x, axis=axis, keepdim=True).detach()
-    return peak + paddle.log(paddle.sum(paddle.exp(x - peak), axis=axis, keepdim=True))
+    peak = paddle.amax(x, axis=axis, keepdim=True)
+    top = x == peak
+    shifted = x - peak
+    rest = paddle.sum(
+        paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted)), axis=axis, keepdim=True
+    ) + (paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True) - 1)
+    shifted = paddle.take_along_axis(shifted, index, axis=axis, broadcast=False)
+    return shifted - paddle.log1p(rest)
+
+
+def _log_softmax(x, axis):
+    """x - logsumexp(x) along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """
+    peak = paddle.amax(x, axis=axis, keepdim=True)
+    top = x == peak
+    shifted = x - peak
+    rest = paddle.sum(
+        paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted)), axis=axis, keepdim=True
+    ) + (paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True) - 1)
+    return shifted - paddle.log1p(rest)
 
 
 def _shape(x):
@@ -179,24 +202,19 @@ def distill_kd(
     alpha = paddle.full([], alpha, dtype=dtype)
     target = paddle.reshape(target, (N, 1))
     t = target != -100
-    picked = paddle.take_along_axis(
-        student,
-        paddle.where(t, target, paddle.full_like(target, 0)),
-        axis=-1,
-        broadcast=False,
-    ) - _logsumexp(student, -1)
+    picked = _gather_log_softmax(
+        student, -1, paddle.where(t, target, paddle.full_like(target, 0))
+    )
     t_1 = -picked
     hard = paddle.where(t, t_1, paddle.full_like(t_1, 0))
     frozen = paddle.assign(teacher).detach()
-    t_2 = frozen / temperature
-    log_probs = t_2 - _logsumexp(t_2, -1)
-    t_3 = paddle.exp(log_probs) > 0
-    t_4 = student / temperature
-    log_probs_1 = t_4 - _logsumexp(t_4, -1)
-    t_5 = (log_probs - log_probs_1) * paddle.exp(
-        paddle.where(t_3, log_probs, paddle.full_like(log_probs, 0))
+    log_probs = _log_softmax(frozen / temperature, -1)
+    t_2 = paddle.exp(log_probs) > 0
+    log_probs_1 = _log_softmax(student / temperature, -1)
+    t_3 = (log_probs - log_probs_1) * paddle.exp(
+        paddle.where(t_2, log_probs, paddle.full_like(log_probs, 0))
     )
-    soft = paddle.where(t_3, t_5, paddle.full_like(t_5, 0))
+    soft = paddle.where(t_2, t_3, paddle.full_like(t_3, 0))
     total = paddle.sum(soft, axis=-1, keepdim=True)
     loss = (1 - alpha) * hard + alpha * paddle.square(temperature) * total
     if reduction == "none":

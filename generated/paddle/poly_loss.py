@@ -87,14 +87,21 @@ def _check_inputs(logits, labels):
         )
 
 
-def _logsumexp(x, axis):
-    """log(sum(exp(x), axis)), keeping the axis; exact for logits of any size.
+def _log_softmax(x, axis):
+    """x - logsumexp(x) along the axis, accurate also near 0.
 
-    The maximum is shifted out; its gradient is dropped because the result does not depend
-    on it (the gradient of x is softmax(x) either way).
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
     """
-    peak = paddle.amax(x, axis=axis, keepdim=True).detach()
-    return peak + paddle.log(paddle.sum(paddle.exp(x - peak), axis=axis, keepdim=True))
+    peak = paddle.amax(x, axis=axis, keepdim=True)
+    top = x == peak
+    shifted = x - peak
+    rest = paddle.sum(
+        paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted)), axis=axis, keepdim=True
+    ) + (paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True) - 1)
+    return shifted - paddle.log1p(rest)
 
 
 def _shape(x):
@@ -135,7 +142,7 @@ def poly_loss(logits, labels, *, epsilon=2.0, reduction="mean"):
     dtype = logits.dtype
     B = tuple(_shape(logits)[0:-1])
     epsilon = paddle.full([], epsilon, dtype=dtype)
-    log_probs = logits - _logsumexp(logits, -1)
+    log_probs = _log_softmax(logits, -1)
     one_minus_pt = paddle.sum(
         -(labels * paddle.expm1(log_probs)), axis=-1, keepdim=True
     )

@@ -115,14 +115,21 @@ def _check_inputs(logits, targets):
         )
 
 
-def _logsumexp(x, axis):
-    """log(sum(exp(x), axis)), keeping the axis; exact for logits of any size.
+def _log_softmax(x, axis):
+    """x - logsumexp(x) along the axis, accurate also near 0.
 
-    The maximum is shifted out; its gradient is dropped because the result does not depend
-    on it (the gradient of x is softmax(x) either way).
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
     """
-    peak = paddle.amax(x, axis=axis, keepdim=True).detach()
-    return peak + paddle.log(paddle.sum(paddle.exp(x - peak), axis=axis, keepdim=True))
+    peak = paddle.amax(x, axis=axis, keepdim=True)
+    top = x == peak
+    shifted = x - peak
+    rest = paddle.sum(
+        paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted)), axis=axis, keepdim=True
+    ) + (paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True) - 1)
+    return shifted - paddle.log1p(rest)
 
 
 def _shape(x):
@@ -167,7 +174,7 @@ def softmax_dice(logits, targets, *, smooth=1.0, alpha=0.5, beta=0.5, reduction=
     smooth = paddle.full([], smooth, dtype=dtype)
     alpha = paddle.full([], alpha, dtype=dtype)
     beta = paddle.full([], beta, dtype=dtype)
-    log_probs = logits - _logsumexp(logits, -1)
+    log_probs = _log_softmax(logits, -1)
     p = paddle.exp(log_probs)
     inter = paddle.sum(targets * p, axis=-2, keepdim=True)
     total = paddle.sum(p, axis=-2, keepdim=True)
