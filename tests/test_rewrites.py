@@ -328,9 +328,40 @@ def test_tensor_rule_is_an_identity_on_three_lanes(name, label):
         assert sp.simplify(d) == 0 or sp.simplify(sp.expand_log(d, force=True)) == 0, (name, a, b)
 
 
+Y, EPS = sp.Symbol("y"), sp.Symbol("eps", positive=True)
+W = sp.symbols("w0:3", real=True)
+COSINE = (1 - ir.ReduceSum(X * Y, AXIS)
+          / sp.sqrt((ir.ReduceSum(X**2, AXIS) + EPS) * (ir.ReduceSum(Y**2, AXIS) + EPS)))
+
+
+def test_one_minus_cosine_is_an_identity_in_both_branches():
+    """Both sides of the select equal 1 - cos for any vectors and eps > 0 (the near side:
+    |x/sqrt(A) - y/sqrt(B)|^2 / 2 + eps / 2A + eps / 2B with A = |x|^2 + eps)."""
+    after = RULES["one-minus-cosine"].apply(COSINE, BARE)
+    assert isinstance(after, ir.Where)
+    env = {X: list(V), Y: list(W), EPS: [EPS] * LANES}
+    want = lanes(COSINE, env)[0]
+    for branch in after.args[1:]:
+        got = lanes(branch, env)[0]
+        assert sp.simplify(sp.together(got - want)) == 0, branch
+    wrong = lanes(after.args[1] + EPS, env)[0]  # and the check can fail
+    assert sp.simplify(sp.together(wrong - want)) != 0
+    # the far side is the written form, not matched again (the bundle reaches a fixpoint)
+    assert RULES["one-minus-cosine"].apply(after.args[2], BARE) is None
+
+
+def test_one_minus_cosine_refuses_what_is_not_a_cosine():
+    rule = RULES["one-minus-cosine"]
+    sx, sy = ir.ReduceSum(X**2, AXIS), ir.ReduceSum(Y**2, AXIS)
+    assert rule.apply(1 - ir.ReduceSum(X * Y, AXIS) / sp.sqrt(sx * sx), BARE) is None  # |x|^2 for |y|^2
+    assert rule.apply(1 - ir.ReduceSum(X * Y, AXIS) / (sx * sy), BARE) is None  # no square roots
+    assert rule.apply(2 - ir.ReduceSum(X * Y, AXIS) / sp.sqrt(sx * sy), BARE) is None
+    assert rule.apply(1 - ir.ReduceSum(X * Y, sp.Symbol("D")) / sp.sqrt(sx * sy), BARE) is None  # other axis
+
+
 def test_every_rule_has_a_symbolic_proof():
     assert set(ELEMENTWISE_TRIGGERS) | set(SIGNED_TRIGGERS) | set(SIDED_TRIGGERS) | set(TENSOR_TRIGGERS) \
-        | set(BRANCHED_TRIGGERS) == set(RULES)
+        | set(BRANCHED_TRIGGERS) | {"one-minus-cosine"} == set(RULES)
 
 
 # --------------------------------------------------------------------------- range rewrites
@@ -532,6 +563,10 @@ NUMERIC_TRIGGERS = {
     "log-cosh": ["loss = log(cosh(x))", "loss = t * log(cosh(x - t))"],
     "linear-tail": ["loss = Piecewise((0.5 * abs(x - t)**2, abs(x - t) < 1), (abs(x - t) - 0.5, True))",
                     "loss = t * Piecewise((x**2 + x, x < 2), (5 * x - 4, True))"],
+    "one-minus-cosine": [
+        "loss = 1 - sum(x * t, axis=C) / sqrt((sum(x**2, axis=C) + 1e-12) * (sum(t**2, axis=C) + 1e-12))",
+        "loss = 1 - sum(x * t, axis=C) / (sqrt(max(sum(x**2, axis=C), 0.5)) * sqrt(max(sum(t**2, axis=C), 0.5)))",
+        "loss = 1 - sum(x * (x + t / 8), axis=C) / sqrt(sum(x**2, axis=C) * sum((x + t / 8)**2, axis=C))"],
 }
 
 
