@@ -20,10 +20,15 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
     total = sum(predictions*targets, axis=D)
     total_1 = sum(predictions**2, axis=D)
-    norm_p = sqrt(max(epsilon, total_1))
+    t = max(epsilon, total_1)
+    norm_p = sqrt(t)
     total_2 = sum(targets**2, axis=D)
-    norm_t = sqrt(max(epsilon, total_2))
-    loss = 1 - total/(norm_p*norm_t)
+    t_1 = max(epsilon, total_2)
+    norm_t = sqrt(t_1)
+    t_2 = total/(norm_p*norm_t)
+    total_3 = sum((predictions/norm_p - targets/norm_t)**2, axis=D)
+    loss = where(t_2 > 0.5, total_3/2 + (-total_1 + t)/(2*t) + (-total_2 + t_1)/(2*t_1),
+        -(-1 + t_2))
 """
 
 import dataclasses
@@ -129,10 +134,20 @@ def cosine_distance(predictions, targets, *, epsilon=0.0, reduction="mean"):
     B = tuple(predictions.shape[0:-1])
     total = jnp.sum(predictions * targets, axis=-1, keepdims=True)
     total_1 = jnp.sum(predictions**2, axis=-1, keepdims=True)
-    norm_p = jnp.sqrt(_clip(total_1, lo=epsilon))
+    t = _clip(total_1, lo=epsilon)
+    norm_p = jnp.sqrt(t)
     total_2 = jnp.sum(targets**2, axis=-1, keepdims=True)
-    norm_t = jnp.sqrt(_clip(total_2, lo=epsilon))
-    loss = 1 - total / (norm_p * norm_t)
+    t_1 = _clip(total_2, lo=epsilon)
+    norm_t = jnp.sqrt(t_1)
+    t_2 = total / (norm_p * norm_t)
+    total_3 = jnp.sum(
+        (predictions / norm_p - targets / norm_t) ** 2, axis=-1, keepdims=True
+    )
+    loss = jnp.where(
+        t_2 > 0.5,
+        total_3 / 2 + (t - total_1) / (2 * t) + (t_1 - total_2) / (2 * t_1),
+        -(t_2 - 1),
+    )
     if reduction == "none":
         result = jnp.reshape(loss, B)
     elif reduction == "sum":

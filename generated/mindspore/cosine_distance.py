@@ -20,10 +20,15 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
     total = sum(predictions*targets, axis=D)
     total_1 = sum(predictions**2, axis=D)
-    norm_p = sqrt(max(epsilon, total_1))
+    t = max(epsilon, total_1)
+    norm_p = sqrt(t)
     total_2 = sum(targets**2, axis=D)
-    norm_t = sqrt(max(epsilon, total_2))
-    loss = 1 - total/(norm_p*norm_t)
+    t_1 = max(epsilon, total_2)
+    norm_t = sqrt(t_1)
+    t_2 = total/(norm_p*norm_t)
+    total_3 = sum((predictions/norm_p - targets/norm_t)**2, axis=D)
+    loss = where(t_2 > 0.5, total_3/2 + (-total_1 + t)/(2*t) + (-total_2 + t_1)/(2*t_1),
+        -(-1 + t_2))
 """
 
 import mindspore as ms
@@ -118,10 +123,18 @@ def cosine_distance(predictions, targets, *, epsilon=0.0, reduction="mean"):
     epsilon = ms.Tensor(epsilon, dtype)
     total = ops.sum(predictions * targets, -1, keepdim=True)
     total_1 = ops.sum(predictions**2, -1, keepdim=True)
-    norm_p = ops.sqrt(ops.clamp(total_1, min=epsilon))
+    t = ops.clamp(total_1, min=epsilon)
+    norm_p = ops.sqrt(t)
     total_2 = ops.sum(targets**2, -1, keepdim=True)
-    norm_t = ops.sqrt(ops.clamp(total_2, min=epsilon))
-    loss = 1 - total / (norm_p * norm_t)
+    t_1 = ops.clamp(total_2, min=epsilon)
+    norm_t = ops.sqrt(t_1)
+    t_2 = total / (norm_p * norm_t)
+    total_3 = ops.sum((predictions / norm_p - targets / norm_t) ** 2, -1, keepdim=True)
+    loss = ops.where(
+        t_2 > 0.5,
+        total_3 / 2 + (t - total_1) / (2 * t) + (t_1 - total_2) / (2 * t_1),
+        -(t_2 - 1),
+    )
     if reduction == "none":
         result = ops.reshape(loss, B)
     elif reduction == "sum":

@@ -20,10 +20,15 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
     total = sum(predictions*targets, axis=D)
     total_1 = sum(predictions**2, axis=D)
-    norm_p = sqrt(max(epsilon, total_1))
+    t = max(epsilon, total_1)
+    norm_p = sqrt(t)
     total_2 = sum(targets**2, axis=D)
-    norm_t = sqrt(max(epsilon, total_2))
-    loss = 1 - total/(norm_p*norm_t)
+    t_1 = max(epsilon, total_2)
+    norm_t = sqrt(t_1)
+    t_2 = total/(norm_p*norm_t)
+    total_3 = sum((predictions/norm_p - targets/norm_t)**2, axis=D)
+    loss = where(t_2 > 0.5, total_3/2 + (-total_1 + t)/(2*t) + (-total_2 + t_1)/(2*t_1),
+        -(-1 + t_2))
 """
 
 import paddle
@@ -131,10 +136,20 @@ def cosine_distance(predictions, targets, *, epsilon=0.0, reduction="mean"):
     epsilon = paddle.full([], epsilon, dtype=dtype)
     total = paddle.sum(predictions * targets, axis=-1, keepdim=True)
     total_1 = paddle.sum(paddle.square(predictions), axis=-1, keepdim=True)
-    norm_p = paddle.sqrt(paddle.clip(total_1, min=epsilon))
+    t = paddle.clip(total_1, min=epsilon)
+    norm_p = paddle.sqrt(t)
     total_2 = paddle.sum(paddle.square(targets), axis=-1, keepdim=True)
-    norm_t = paddle.sqrt(paddle.clip(total_2, min=epsilon))
-    loss = 1 - total / (norm_p * norm_t)
+    t_1 = paddle.clip(total_2, min=epsilon)
+    norm_t = paddle.sqrt(t_1)
+    t_2 = total / (norm_p * norm_t)
+    total_3 = paddle.sum(
+        paddle.square(predictions / norm_p - targets / norm_t), axis=-1, keepdim=True
+    )
+    loss = paddle.where(
+        t_2 > 0.5,
+        total_3 / 2 + (t - total_1) / (2 * t) + (t_1 - total_2) / (2 * t_1),
+        -(t_2 - 1),
+    )
     if reduction == "none":
         result = paddle.reshape(loss, B)
     elif reduction == "sum":
