@@ -64,6 +64,29 @@ def _one_minus_sigmoid(e, ctx):
     return None
 
 
+def _one_minus_weighted_sigmoids(e, ctx):
+    """1 - sum_i a_i * sigmoid(u_i) with sum_i a_i = 1 -> sum_i a_i * sigmoid(-u_i).
+
+    1 = sum_i a_i, and 1 - sigmoid(u) = sigmoid(-u): focal's 1 - p_t, p_t = y p + (1 - y)(1 - p),
+    which cancels to an absolute error of an ulp of 1 where p_t is near 1."""
+    if not (isinstance(e, sp.Add) and sp.S.One in e.args and len(e.args) >= 3):
+        return None
+    weights, args = [], []
+    for t in e.args:
+        if t == 1:
+            continue
+        sig = [f for f in sp.Mul.make_args(t) if isinstance(f, ir.sigmoid)]
+        if len(sig) != 1:
+            return None
+        weights.append(-t / sig[0])
+        args.append(sig[0].args[0])
+    if sp.count_ops(sp.Add(*weights)) > bounded.MAX_EXPAND_OPS:
+        return None
+    if bounded.is_zero(sp.Add(*weights) - 1, numeric=False) is not True:
+        return None
+    return sp.Add(*[a * ir.sigmoid(-u) for a, u in zip(weights, args)])
+
+
 def _log1p(e, ctx):
     if isinstance(e, sp.log) and isinstance(e.args[0], sp.Add) and sp.S.One in e.args[0].args:
         rest = sp.Add(*[t for t in e.args[0].args if t != 1])
@@ -312,6 +335,8 @@ STABILITY = (
     Rule("log-exp", "log(exp(y)) = y", _log_exp),
     Rule("logsumexp", "log(sum(exp(x))) overflows; logsumexp subtracts the maximum", _log_sum_exp),
     Rule("one-minus-sigmoid", "1 - sigmoid(x) = sigmoid(-x) without cancellation", _one_minus_sigmoid),
+    Rule("one-minus-weighted-sigmoids", "1 - sum(a_i * sigmoid(u_i)) with sum(a_i) = 1 is "
+            "sum(a_i * sigmoid(-u_i)): no cancellation where the sum is near 1", _one_minus_weighted_sigmoids),
     Rule("log-sigmoid", "log(sigmoid(x)) = -softplus(-x), finite for large |x|", _log_sigmoid),
     Rule("softplus", "log(1 + exp(x)) overflows for large x; softplus(x) does not", _softplus),
     Rule("log-add-exp", "log(exp(a) + exp(b)) overflows; the larger argument plus softplus of the "

@@ -149,6 +149,8 @@ def proved_equal(a, b) -> bool:
 ELEMENTWISE_TRIGGERS = {
     "log-exp": [sp.log(sp.exp(GENERIC))],
     "one-minus-sigmoid": [1 - ir.sigmoid(GENERIC)],
+    "one-minus-weighted-sigmoids": [1 - y * ir.sigmoid(x) - (1 - y) * ir.sigmoid(-x),
+                                    1 - ir.sigmoid(x) / 3 - 2 * ir.sigmoid(GENERIC) / 3],
     "log-sigmoid": [sp.log(ir.sigmoid(GENERIC)), sp.log(ir.sigmoid(-x))],
     "log1p": [sp.log(1 + GENERIC), sp.log(1 + x + y)],
     "expm1": [sp.exp(GENERIC) - 1, 1 - sp.exp(GENERIC), sp.exp(x) - 1 + y, 1 - sp.exp(-x) + y**2],
@@ -350,6 +352,12 @@ def test_one_minus_cosine_is_an_identity_in_both_branches():
     assert RULES["one-minus-cosine"].apply(after.args[2], BARE) is None
 
 
+def test_one_minus_weighted_sigmoids_needs_weights_summing_to_one():
+    rule = RULES["one-minus-weighted-sigmoids"]
+    assert rule.apply(1 - y * ir.sigmoid(x) - y * ir.sigmoid(-x), BARE) is None
+    assert rule.apply(1 - y * ir.sigmoid(x) - (1 - y) * sp.exp(x), BARE) is None
+
+
 def test_one_minus_cosine_refuses_what_is_not_a_cosine():
     rule = RULES["one-minus-cosine"]
     sx, sy = ir.ReduceSum(X**2, AXIS), ir.ReduceSum(Y**2, AXIS)
@@ -549,6 +557,8 @@ NUMERIC_TRIGGERS = {
                 "loss = -log(softmax(x, axis=C)[y])"],
     "logsumexp": ["loss = log(sum(exp(x), axis=C))", "loss = log(sum(exp(2 * x - t), axis=C)) - x[y]"],
     "one-minus-sigmoid": ["loss = 1 - sigmoid(x)", "loss = t * (1 - sigmoid(x))**2"],
+    "one-minus-weighted-sigmoids": ["loss = 1 - t * sigmoid(x) - (1 - t) * sigmoid(-x)",
+                                    "loss = (1 - t * sigmoid(x) - (1 - t) * (1 - sigmoid(x)))**2"],
     "log-sigmoid": ["loss = log(sigmoid(x))",
                     "loss = -(t * log(sigmoid(x)) + (1 - t) * log(1 - sigmoid(x)))"],
     "log1p": ["loss = log(1 + x**2)", "loss = log(1 + t)", "loss = log(1 + t * exp(x))"],
@@ -591,7 +601,9 @@ def test_fired_records_are_pairs_of_equal_values():
                      " + log(1 + t**2) * (exp(x) - 1) - log(softmax(x, axis=C)[y]) + log(sum(exp(x), axis=C))"
                      " + log(cosh(x - t)) + Piecewise((0.5 * x**2, x < 1), (x - 0.5, True))"
                      " + log(1 + exp(t * x)) + log(exp(x) + exp(2 * t)) + log(t * exp(x))"
-                     " + log(1 / (2 + x**2))")
+                     " + log(1 / (2 + x**2))"
+                     " + (1 - t * sigmoid(x) - (1 - t) * sigmoid(-x)) * t"
+                     " + t * (1 - sum(x * t, axis=C) / sqrt((sum(x**2, axis=C) + 1) * sum(t**2, axis=C)))")
     prog = build_program(spec)
     fired = []
     optimize(prog.loss, fired=fired)
@@ -824,6 +836,8 @@ HARD = [
     ("expm1", 1 - sp.exp(x), -3e-17, lambda v: -mpmath.expm1(v)),
     ("log-sigmoid", sp.log(ir.sigmoid(x)), -800.0, lambda v: -mpmath.log1p(mpmath.exp(-v))),
     ("one-minus-sigmoid", 1 - ir.sigmoid(x), 40.0, lambda v: 1 / (1 + mpmath.exp(v))),
+    ("one-minus-weighted-sigmoids", 1 - ir.sigmoid(x) / 3 - 2 * ir.sigmoid(2 * x) / 3, 40.0,
+     lambda v: (1 / (1 + mpmath.exp(v)) + 2 / (1 + mpmath.exp(2 * v))) / 3),
     ("log-cosh", sp.log(sp.cosh(x)), 800.0, lambda v: mpmath.log(mpmath.cosh(v))),
     ("log-cosh", sp.log(sp.cosh(x)), -800.0, lambda v: mpmath.log(mpmath.cosh(v))),
     ("log-cosh", sp.log(sp.cosh(x)), 1e-8, lambda v: mpmath.log(mpmath.cosh(v))),
