@@ -24,7 +24,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     t_1 = -logit
     bce = label*softplus(t_1) + t*softplus(logit)
     p = sigmoid(logit)
-    t_2 = 1 - label*p - t*sigmoid(t_1)
+    t_2 = label*sigmoid(t_1) + t*p
     frozen = stop_gradient(t_2)
     t_3 = t_2 > 0
     loss = alpha_t*bce*where(t_3, where(t_3, t_2, 1)**gamma, frozen**gamma)/normalizer
@@ -146,7 +146,7 @@ def sigmoid_focal(
         t_1 = -logit
         bce = label * jax.nn.softplus(t_1) + t * jax.nn.softplus(logit)
         p = jax.nn.sigmoid(logit)
-        t_2 = 1 - label * p - t * jax.nn.sigmoid(t_1)
+        t_2 = label * jax.nn.sigmoid(t_1) + t * p
         frozen = jax.lax.stop_gradient(t_2)
         t_3 = t_2 > 0
         loss = (
@@ -166,7 +166,7 @@ def sigmoid_focal(
         t_1 = -logit
         bce = label * jax.nn.softplus(t_1) + t * jax.nn.softplus(logit)
         p = jax.nn.sigmoid(logit)
-        t_2 = 1 - label * p - t * jax.nn.sigmoid(t_1)
+        t_2 = label * jax.nn.sigmoid(t_1) + t * p
         frozen = jax.lax.stop_gradient(t_2)
         t_3 = t_2 > 0
         loss = (

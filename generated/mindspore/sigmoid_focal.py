@@ -24,7 +24,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     t_1 = -logit
     bce = label*softplus(t_1) + t*softplus(logit)
     p = sigmoid(logit)
-    t_2 = 1 - label*p - t*sigmoid(t_1)
+    t_2 = label*sigmoid(t_1) + t*p
     frozen = stop_gradient(t_2)
     t_3 = t_2 > 0
     loss = alpha_t*bce*where(t_3, where(t_3, t_2, 1)**gamma, frozen**gamma)/normalizer
@@ -171,7 +171,7 @@ def sigmoid_focal(
         t_1 = -logit
         bce = label * _softplus(t_1) + t * _softplus(logit)
         p = ops.sigmoid(logit)
-        t_2 = 1 - label * p - t * ops.sigmoid(t_1)
+        t_2 = label * ops.sigmoid(t_1) + t * p
         frozen = ops.stop_gradient(t_2)
         t_3 = t_2 > 0
         loss = (
@@ -191,7 +191,7 @@ def sigmoid_focal(
         t_1 = -logit
         bce = label * _softplus(t_1) + t * _softplus(logit)
         p = ops.sigmoid(logit)
-        t_2 = 1 - label * p - t * ops.sigmoid(t_1)
+        t_2 = label * ops.sigmoid(t_1) + t * p
         frozen = ops.stop_gradient(t_2)
         t_3 = t_2 > 0
         loss = (

@@ -24,7 +24,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     t_1 = -logit
     bce = label*softplus(t_1) + t*softplus(logit)
     p = sigmoid(logit)
-    t_2 = 1 - label*p - t*sigmoid(t_1)
+    t_2 = label*sigmoid(t_1) + t*p
     frozen = stop_gradient(t_2)
     t_3 = t_2 > 0
     t_4 = where(t_3, where(t_3, t_2, 1)**gamma, frozen**gamma)
@@ -159,7 +159,7 @@ def sigmoid_focal(
         t_1 = -logit
         bce = label * _softplus(t_1) + t * _softplus(logit)
         p = F.sigmoid(logit)
-        t_2 = 1 - label * p - t * F.sigmoid(t_1)
+        t_2 = label * F.sigmoid(t_1) + t * p
         frozen = paddle.assign(t_2).detach()
         t_3 = t_2 > 0
         t_4 = paddle.where(
@@ -180,7 +180,7 @@ def sigmoid_focal(
         t_1 = -logit
         bce = label * _softplus(t_1) + t * _softplus(logit)
         p = F.sigmoid(logit)
-        t_2 = 1 - label * p - t * F.sigmoid(t_1)
+        t_2 = label * F.sigmoid(t_1) + t * p
         frozen = paddle.assign(t_2).detach()
         t_3 = t_2 > 0
         t_4 = paddle.where(
