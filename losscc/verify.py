@@ -144,9 +144,9 @@ def expectations(prog, case: CaseData):
 
 
 def verify_spec(spec: Spec, modules: dict, runners: dict, dtypes, modes, cases: list[CaseData],
-                progress=None, strict: bool = False) -> list[Row]:
-    """Rows for one spec.  `strict` adds the per-element relative check to the norm-wise one
-    (``losscc verify --strict``; docs/verify.md)."""
+                progress=None, strict: bool = True) -> list[Row]:
+    """Rows for one spec.  `strict` (the default) adds the per-element relative check to the
+    norm-wise one; ``losscc verify --norm-only`` turns it off (docs/verify.md)."""
     prog = build_program(spec)
     rows = []
     expect64 = []
@@ -217,7 +217,7 @@ def collect_cases(spec: Spec, root: Path, extra_files: list[str], n_random: int,
 
 def run(specs: list[Spec], backends=None, dtypes=DTYPES, modes=MODES, extra_files=(), n_random=3,
         seed=0, root: Path = Path("."), progress=None, extreme: bool = False, spec_done=None,
-        strict: bool = False) -> list[Row]:
+        strict: bool = True) -> list[Row]:
     """Verify `specs`; `progress(row)` after each row, `spec_done(spec, rows)` after each spec."""
     with quiet_frameworks():
         return _run(specs, tuple(backends or backend_names()), dtypes, modes, extra_files, n_random, seed, root, progress, extreme,
@@ -225,7 +225,7 @@ def run(specs: list[Spec], backends=None, dtypes=DTYPES, modes=MODES, extra_file
 
 
 def _run(specs, backends, dtypes, modes, extra_files, n_random, seed, root, progress, extreme,
-         spec_done, strict=False) -> list[Row]:
+         spec_done, strict=True) -> list[Row]:
     from .emit import compile_spec
 
     import_frameworks(backends)
@@ -294,7 +294,7 @@ def run_cli(args) -> int:
     if args.extreme:
         dtypes = tuple(args.dtype or ("float32",))
     rows = run(specs, backends, dtypes, modes, args.cases, args.random, args.seed, project.root, progress,
-               extreme=args.extreme, spec_done=spec_done, strict=getattr(args, "strict", False))
+               extreme=args.extreme, spec_done=spec_done, strict=not getattr(args, "norm_only", False))
     if tty:
         sys.stderr.write("\r\x1b[K")
     if args.format == "json":

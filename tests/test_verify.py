@@ -129,13 +129,29 @@ def test_plain_log_cosh_lowering_fails_verify(tmp_path):
         path.write_text(PLAIN_LOG_COSH.format(expr=expr))
         mod = verify.load_module(path, f"log_cosh_{tag}_{abs(hash(str(tmp_path)))}")
         results[tag] = verify.verify_spec(spec, {"paddle": mod}, {"paddle": runner}, ("float64",), ("eager",),
-                                          [case], strict=True)[0]
+                                          [case])[0]  # the per-element check is the default
+        if tag == "plain":
+            norm_only = verify.verify_spec(spec, {"paddle": mod}, {"paddle": runner}, ("float64",), ("eager",),
+                                           [case], strict=False)[0]
+            assert norm_only.ok, norm_only.failures  # --norm-only: the norm-wise check passes it
     plain = results["plain"]
     assert not plain.ok
     assert plain.value_err < 1e-10  # the norm-wise measure alone would pass it
     assert any(re.match(r"tiny_d: value \(none\) relative error (1|1\.22) at element \[0\]: got (0|1\.1102230246251\d*e-16), "
                         r"expected (5\.0000000|4\.9999999)\d*e-17", f) for f in plain.failures), plain.failures
     assert results["accurate"].ok, results["accurate"].failures
+
+
+def test_cli_verify_is_per_element_by_default(monkeypatch):
+    """`losscc verify` passes strict=True to the run unless --norm-only; --strict is accepted."""
+    from losscc import cli
+
+    seen = []
+    monkeypatch.setattr(verify, "run", lambda *a, **kw: seen.append(kw["strict"]) or [])
+    for argv, want in ((["verify", "specs/mse.yaml"], True), (["verify", "specs/mse.yaml", "--strict"], True),
+                       (["verify", "specs/mse.yaml", "--norm-only"], False)):
+        assert cli.main(argv + ["--format", "json"]) == 0
+        assert seen.pop() is want, argv
 
 
 def test_error_line_unwraps_framework_errors():
