@@ -114,9 +114,12 @@ def extreme_cases(spec: Spec, seed: int = 0) -> list[CaseData]:
     tiny (1e-30) and huge (1e30) values where the domain is (0, inf) or [0, inf).  Per pair of
     same-shaped real inputs a, b: equal (difference exactly 0), one ulp apart, and differences
     of 1e-8 and 1e-20 (b = a + 1e-8 on entries of size 1; a = +-1e-20, b = 0), where a loss
-    of the difference must keep its relative accuracy (log(cosh(d)) ~ d**2 / 2).  Per
-    comparison, clip bound and max/min of the formula whose sides depend elementwise on the
-    inputs: a draw that puts half the entries exactly on the boundary (ties)."""
+    of the difference must keep its relative accuracy (log(cosh(d)) ~ d**2 / 2).  Per pair of
+    same-shaped float inputs of continuous domains: a relative difference of 1e-8 at ordinary
+    values of both.  Per real input with a last axis: rows of near-equal entries (a few float32
+    ulps apart).  Per comparison, clip bound and max/min of the formula whose sides depend
+    elementwise on the inputs: a draw that puts half the entries exactly on the boundary
+    (ties), and one with those entries a few float32 ulps above and below it."""
     base = random_cases(spec, 1, seed + 1000)[0]
     base.params = {p.name: p.default for p in spec.params}
     floats = [i for i in spec.inputs if i.dtype == "float" and not i.optional and base.inputs.get(i.name) is not None]
@@ -127,6 +130,14 @@ def extreme_cases(spec: Spec, seed: int = 0) -> list[CaseData]:
     for a, b in zip(real, real[1:]):
         if base.inputs[a.name].shape == base.inputs[b.name].shape:
             variants += _pair_extremes(a.name, b.name, base.inputs[a.name], seed)
+    cont = [i for i in floats if not i.domain.is_set]
+    for k, a in enumerate(cont):
+        for b in cont[k + 1:]:
+            if base.inputs[a.name].shape == base.inputs[b.name].shape:
+                variants += _relative_near(a, b, base)
+    for inp in real:
+        if base.inputs[inp.name].ndim and base.inputs[inp.name].shape[-1] > 1:
+            variants.append(_near_tied_row(inp, base.inputs[inp.name]))
     variants += _boundary_variants(spec, base, floats)
     return [_variant(base, tag, changes) for tag, changes in variants]
 
@@ -170,6 +181,48 @@ def _pair_extremes(a: str, b: str, va: np.ndarray, seed: int) -> list[tuple[str,
         else:
             out.append((f"{a}_near_{b}_{dd:.0e}", {a: unit * dd, b: np.zeros(va.shape)}))
     return out
+
+
+NEAR_RELATIVE = 1e-8  # a relative difference float32 cannot hold: the pair rounds to equal or one ulp
+NEAR_ULPS = 4         # float32 ulps off a tie: on either side of a kink, not on it
+
+
+def _inside(domain, v: np.ndarray) -> bool:
+    lo = -np.inf if domain.lo is None else float(domain.lo)
+    hi = np.inf if domain.hi is None else float(domain.hi)
+    return bool(np.all((v > lo) & (v < hi)))
+
+
+def _relative_near(a: Input, b: Input, base: CaseData) -> list[tuple[str, dict]]:
+    """Two same-shaped inputs a relative 1e-8 apart at ordinary values of both domains (b's
+    drawn values, a = b * (1 -+ 1e-8)): a loss of x - y (regression, a tied margin) must keep
+    its relative accuracy on entries of any size, not only near 1."""
+    vb = np.asarray(base.inputs[b.name], dtype=float)
+    sign = np.where(np.arange(vb.size).reshape(vb.shape) % 2 == 0, 1.0, -1.0)
+    va = vb * (1 - sign * NEAR_RELATIVE)
+    if not (_inside(a.domain, va) and _inside(b.domain, vb)):
+        return []
+    return [(f"{a.name}_rel_{b.name}", {a.name: va, b.name: vb})]
+
+
+def _near_tied_row(inp: Input, v: np.ndarray) -> tuple[str, dict]:
+    """Every entry along the last axis a few float32 ulps from its row's first (near-equal
+    logits: a softmax or max over the row is almost a tie)."""
+    first = np.asarray(v, dtype=np.float32)[..., :1]
+    steps = np.arange(v.shape[-1]) % (2 * NEAR_ULPS + 1) - NEAR_ULPS
+    out = np.broadcast_to(first, v.shape).astype(np.float32).copy()
+    for k, n in enumerate(steps):
+        for _ in range(abs(int(n))):
+            out[..., k] = np.nextafter(out[..., k], np.float32(np.inf if n > 0 else -np.inf))
+    return (f"{inp.name}_near_tie", {inp.name: out.astype(float)})
+
+
+def _ulps32(v: float, n: int) -> float:
+    """v moved n float32 ulps (up for n > 0), as a float64."""
+    t = np.float32(v)
+    for _ in range(abs(n)):
+        t = np.nextafter(t, np.float32(np.inf if n > 0 else -np.inf))
+    return float(t)
 
 
 def _boundary_variants(spec: Spec, base: CaseData, floats: list[Input]) -> list[tuple[str, dict]]:
@@ -221,7 +274,14 @@ def _boundary_variants(spec: Spec, base: CaseData, floats: list[Input]) -> list[
         arr = np.asarray(base.inputs[names[x].name], dtype=float).copy()
         arr.reshape(-1)[::2] = root
         changes[names[x].name] = arr
-        out.append((f"{names[x].name}_tie{len(out)}", changes))
+        tag = f"{names[x].name}_tie{len(out)}"
+        out.append((tag, changes))
+        # and a few float32 ulps off the tie, alternately above and below: both sides of the kink
+        near = arr.copy()
+        near.reshape(-1)[::4] = _ulps32(root, NEAR_ULPS)
+        near.reshape(-1)[2::4] = _ulps32(root, -NEAR_ULPS)
+        if _inside(names[x].domain, near) or names[x].domain.lo is None and names[x].domain.hi is None:
+            out.append((f"{tag}_near", {**changes, names[x].name: near}))
     return out
 
 
