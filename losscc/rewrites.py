@@ -176,7 +176,7 @@ def _log_cosh(e, ctx):
 
 def _linear_tail(e, ctx):
     """Piecewise((A(d), d < c), (B(d), True)) where A is a polynomial in d and B its tangent
-    line at c (Huber's form): A(m) + B' * (d - m) with m = min(d, c).
+    line at c (Huber's form): A(m) + B' * where(d > c, d - c, 0) with m = min(d, c).
 
     Equal on both sides of c, and in gradient (at c both give A'(c) = B'); the min is a
     one-sided clip, cheaper than a select and its backward. A's coefficients must not
@@ -210,7 +210,10 @@ def _linear_tail(e, ctx):
     if bounded.is_zero(sp.diff(A, u).subs(u, c) - slope, numeric=False) is not True:
         return None
     m = sp.Min(d, c)
-    return ir.real_parts(A.subs(u, m) + slope * (d - m))
+    # the tail as where(d > c, d - c, 0), not d - m: below c the gradient of d - m is slope
+    # minus slope, which would add slope to A'(d) and take it away again, losing a tiny A'(d)
+    # (Huber at d = 1e-20 had gradient 0); at d = c the select gives 0, so the gradient is A'(c)
+    return ir.real_parts(A.subs(u, m) + slope * ir.Where(sp.StrictGreaterThan(d, c), d - c, 0))
 
 
 def _sqrt_product(e, ctx):

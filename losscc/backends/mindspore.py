@@ -17,9 +17,9 @@ _LOG_SOFTMAX_BODY = '''
     peak = ops.amax(y, axis, keepdims=True)
     top = y == peak
     shifted = y - peak
-    rest = ops.sum(ops.where(top, ops.zeros_like(y), ops.exp(shifted)), axis, keepdim=True) + (
-        ops.sum(ops.cast(top, y.dtype), axis, keepdim=True) - 1
-    )
+    below = ops.where(top, ops.zeros_like(y), ops.exp(shifted))
+    ties = ops.sum(ops.cast(top, y.dtype), axis, keepdim=True)
+    rest = ops.sum(below, axis, keepdim=True) + (ties - 1)
 '''
 _LOG_SOFTMAX = ('''def _log_softmax(x, axis):
     """x - logsumexp(x) along the axis, accurate also near 0.
@@ -233,11 +233,13 @@ BACKEND = Backend(
     return ops.cast(ops.where(keep, ops.where(um == 0, y, um), um * ratio), x.dtype)''',
         "softplus": '''def _softplus(x):
     """log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)), in float64: accurate to a few ulps
-    also far below 0, where ops.softplus flushes to 0 (float32 from about -17) and the
-    float32 exp is off by up to 2e-5; gradient sigmoid(x), also at x = 0."""
+    also far below 0, where the native kernel flushes to 0 (float32 from about -17) and
+    the float32 exp is off by up to 2e-5. The gradient is sigmoid(x),
+    also at x = 0."""
     y = ops.cast(x, ms.float64)
     positive = y > 0
-    out = ops.where(positive, y, ops.zeros_like(y)) + _log1p(ops.exp(ops.where(positive, -y, y)))
+    tail = _log1p(ops.exp(ops.where(positive, -y, y)))
+    out = ops.where(positive, y, ops.zeros_like(y)) + tail
     return ops.cast(out, x.dtype)''',
         "log_softmax": _LOG_SOFTMAX,
         "gather_log_softmax": _GATHER_LOG_SOFTMAX,

@@ -14,13 +14,13 @@ _LOGSUMEXP = '''def _logsumexp(x, axis):
     return peak + paddle.log(paddle.sum(paddle.exp(x - peak), axis=axis, keepdim=True))'''
 
 _SOFTPLUS = '''def _softplus(x):
-    """log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)): F.softplus computes log(1 + exp(x)),
-    which loses the relative accuracy below 0 and the whole value below about -37
-    (float64) / -17 (float32); gradient sigmoid(x), also at x = 0."""
+    """log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)): the native kernel computes
+    log(1 + exp(x)), which loses the relative accuracy below 0 and the whole value below
+    about -37 (float64) / -17 (float32). The gradient is sigmoid(x),
+    also at x = 0."""
     positive = x > 0
-    return paddle.where(positive, x, paddle.zeros_like(x)) + paddle.log1p(
-        paddle.exp(paddle.where(positive, -x, x))
-    )'''
+    tail = paddle.log1p(paddle.exp(paddle.where(positive, -x, x)))
+    return paddle.where(positive, x, paddle.zeros_like(x)) + tail'''
 
 # log_softmax near 0 (a dominant logit): x - logsumexp(x) cancels to an absolute error of an
 # ulp of the largest logit; (x - peak) - log1p(rest) keeps the relative accuracy
@@ -33,9 +33,9 @@ _LOG_SOFTMAX_BODY = '''
     peak = paddle.amax(x, axis=axis, keepdim=True)
     top = x >= peak  # x == peak: the CPU equal kernel's scalar path has a tolerance
     shifted = x - peak
-    rest = paddle.sum(
-        paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted)), axis=axis, keepdim=True
-    ) + (paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True) - 1)
+    below = paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted))
+    ties = paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True)
+    rest = paddle.sum(below, axis=axis, keepdim=True) + (ties - 1)
 '''
 _LOG_SOFTMAX = ('''def _log_softmax(x, axis):
     """x - logsumexp(x) along the axis, accurate also near 0.
