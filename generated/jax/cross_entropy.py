@@ -130,9 +130,9 @@ def _log_softmax(x, axis):
     peak = jnp.max(x, axis=axis, keepdims=True)
     top = x == peak
     shifted = x - peak
-    rest = jnp.sum(jnp.where(top, 0, jnp.exp(shifted)), axis=axis, keepdims=True) + (
-        jnp.sum(top, axis=axis, keepdims=True, dtype=shifted.dtype) - 1
-    )
+    below = jnp.where(top, 0, jnp.exp(shifted))
+    ties = jnp.sum(top, axis=axis, keepdims=True, dtype=shifted.dtype)
+    rest = jnp.sum(below, axis=axis, keepdims=True) + (ties - 1)
     return shifted - jnp.log1p(rest)
 
 

@@ -105,9 +105,9 @@ def _gather_log_softmax(x, axis, index):
     peak = jnp.max(x, axis=axis, keepdims=True)
     top = x == peak
     shifted = x - peak
-    rest = jnp.sum(jnp.where(top, 0, jnp.exp(shifted)), axis=axis, keepdims=True) + (
-        jnp.sum(top, axis=axis, keepdims=True, dtype=shifted.dtype) - 1
-    )
+    below = jnp.where(top, 0, jnp.exp(shifted))
+    ties = jnp.sum(top, axis=axis, keepdims=True, dtype=shifted.dtype)
+    rest = jnp.sum(below, axis=axis, keepdims=True) + (ties - 1)
     return jnp.take_along_axis(shifted, index, axis=axis) - jnp.log1p(rest)
 
 

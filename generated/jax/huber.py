@@ -17,10 +17,10 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     d = abs(input - target)
-    t = min(delta, d)
-    loss = weight*(0.5*t**2 + delta*(-t + d))
+    loss = weight*(0.5*min(delta, d)**2 + delta*where(d > delta, -delta + d, 0))
 
-    with weight None: loss = 0.5*t**2 + delta*(-t + d)
+    with weight None: loss = 0.5*min(delta, d)**2 + delta*where(d > delta, -delta + d,
+        0)
 """
 
 import dataclasses
@@ -132,8 +132,9 @@ def huber(input, target, weight=None, *, delta=1.0, reduction="mean"):
     # specialised: the defaults substituted into the loss
     if weight is None:
         d = _abs(input - target)
-        t = _clip(d, hi=delta)
-        loss = 0.5 * t**2 + delta * (d - t)
+        loss = 0.5 * _clip(d, hi=delta) ** 2 + delta * jnp.where(
+            d > delta, d - delta, 0
+        )
         if reduction == "none":
             result = loss
         elif reduction == "sum":
@@ -142,8 +143,9 @@ def huber(input, target, weight=None, *, delta=1.0, reduction="mean"):
             result = jnp.mean(loss)
     else:
         d = _abs(input - target)
-        t = _clip(d, hi=delta)
-        loss = weight * (0.5 * t**2 + delta * (d - t))
+        loss = weight * (
+            0.5 * _clip(d, hi=delta) ** 2 + delta * jnp.where(d > delta, d - delta, 0)
+        )
         if reduction == "none":
             result = loss
         elif reduction == "sum":

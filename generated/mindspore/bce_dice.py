@@ -102,13 +102,13 @@ def _log1p(x):
 
 def _softplus(x):
     """log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)), in float64: accurate to a few ulps
-    also far below 0, where ops.softplus flushes to 0 (float32 from about -17) and the
-    float32 exp is off by up to 2e-5; gradient sigmoid(x), also at x = 0."""
+    also far below 0, where the native kernel flushes to 0 (float32 from about -17) and
+    the float32 exp is off by up to 2e-5. The gradient is sigmoid(x),
+    also at x = 0."""
     y = ops.cast(x, ms.float64)
     positive = y > 0
-    out = ops.where(positive, y, ops.zeros_like(y)) + _log1p(
-        ops.exp(ops.where(positive, -y, y))
-    )
+    tail = _log1p(ops.exp(ops.where(positive, -y, y)))
+    out = ops.where(positive, y, ops.zeros_like(y)) + tail
     return ops.cast(out, x.dtype)
 
 

@@ -144,9 +144,9 @@ def _log_softmax(x, axis):
     peak = ops.amax(y, axis, keepdims=True)
     top = y == peak
     shifted = y - peak
-    rest = ops.sum(ops.where(top, ops.zeros_like(y), ops.exp(shifted)), axis, keepdim=True) + (
-        ops.sum(ops.cast(top, y.dtype), axis, keepdim=True) - 1
-    )
+    below = ops.where(top, ops.zeros_like(y), ops.exp(shifted))
+    ties = ops.sum(ops.cast(top, y.dtype), axis, keepdim=True)
+    rest = ops.sum(below, axis, keepdim=True) + (ties - 1)
     return ops.cast(shifted - _log1p(rest), x.dtype)
 
 

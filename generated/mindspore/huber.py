@@ -17,10 +17,10 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     d = abs(input - target)
-    t = min(delta, d)
-    loss = weight*(0.5*t**2 + delta*(-t + d))
+    loss = weight*(0.5*min(delta, d)**2 + delta*where(d > delta, -delta + d, 0))
 
-    with weight None: loss = 0.5*t**2 + delta*(-t + d)
+    with weight None: loss = 0.5*min(delta, d)**2 + delta*where(d > delta, -delta + d,
+        0)
 """
 
 import mindspore as ms
@@ -116,8 +116,9 @@ def huber(input, target, reduction="mean", delta=1.0, weight=None):
     # specialised: the defaults substituted into the loss
     if weight is None:
         d = ops.abs(input - target)
-        t = ops.clamp(d, max=delta)
-        loss = 0.5 * t**2 + delta * (d - t)
+        loss = 0.5 * ops.clamp(d, max=delta) ** 2 + delta * ops.where(
+            d > delta, d - delta, 0
+        )
         if reduction == "none":
             result = loss
         elif reduction == "sum":
@@ -126,8 +127,10 @@ def huber(input, target, reduction="mean", delta=1.0, weight=None):
             result = loss.sum() / loss.size
     else:
         d = ops.abs(input - target)
-        t = ops.clamp(d, max=delta)
-        loss = weight * (0.5 * t**2 + delta * (d - t))
+        loss = weight * (
+            0.5 * ops.clamp(d, max=delta) ** 2
+            + delta * ops.where(d > delta, d - delta, 0)
+        )
         if reduction == "none":
             result = loss
         elif reduction == "sum":

@@ -129,9 +129,9 @@ def _log_softmax(x, axis):
     peak = paddle.amax(x, axis=axis, keepdim=True)
     top = x >= peak  # x == peak: the CPU equal kernel's scalar path has a tolerance
     shifted = x - peak
-    rest = paddle.sum(
-        paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted)), axis=axis, keepdim=True
-    ) + (paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True) - 1)
+    below = paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted))
+    ties = paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True)
+    rest = paddle.sum(below, axis=axis, keepdim=True) + (ties - 1)
     return shifted - paddle.log1p(rest)
 
 

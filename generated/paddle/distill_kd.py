@@ -135,9 +135,9 @@ def _gather_log_softmax(x, axis, index):
     peak = paddle.amax(x, axis=axis, keepdim=True)
     top = x >= peak  # x == peak: the CPU equal kernel's scalar path has a tolerance
     shifted = x - peak
-    rest = paddle.sum(
-        paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted)), axis=axis, keepdim=True
-    ) + (paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True) - 1)
+    below = paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted))
+    ties = paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True)
+    rest = paddle.sum(below, axis=axis, keepdim=True) + (ties - 1)
     shifted = paddle.take_along_axis(shifted, index, axis=axis, broadcast=False)
     return shifted - paddle.log1p(rest)
 
@@ -153,9 +153,9 @@ def _log_softmax(x, axis):
     peak = paddle.amax(x, axis=axis, keepdim=True)
     top = x >= peak  # x == peak: the CPU equal kernel's scalar path has a tolerance
     shifted = x - peak
-    rest = paddle.sum(
-        paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted)), axis=axis, keepdim=True
-    ) + (paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True) - 1)
+    below = paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted))
+    ties = paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True)
+    rest = paddle.sum(below, axis=axis, keepdim=True) + (ties - 1)
     return shifted - paddle.log1p(rest)
 
 

@@ -17,10 +17,10 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     d = abs(input - target)
-    t = min(delta, d)
-    loss = weight*(0.5*t**2 + delta*(-t + d))
+    t_1 = 0.5*min(delta, d)**2 + delta*where(d > delta, -delta + d, 0)
+    loss = weight*t_1
 
-    with weight None: loss = 0.5*t**2 + delta*(-t + d)
+    with weight None: loss = t_1
 """
 
 import paddle
@@ -130,8 +130,10 @@ def huber(
     # specialised: the defaults substituted into the loss
     if weight is None:
         d = paddle.abs(input - target)
-        t = paddle.clip(d, max=delta)
-        loss = 0.5 * paddle.square(t) + delta * (d - t)
+        t = d - delta
+        loss = 0.5 * paddle.square(paddle.clip(d, max=delta)) + delta * paddle.where(
+            d > delta, t, paddle.full_like(t, 0)
+        )
         if reduction == "none":
             result = loss
         elif reduction == "sum":
@@ -140,8 +142,11 @@ def huber(
             result = loss.mean()
     else:
         d = paddle.abs(input - target)
-        t = paddle.clip(d, max=delta)
-        loss = weight * (0.5 * paddle.square(t) + delta * (d - t))
+        t = d - delta
+        t_1 = 0.5 * paddle.square(paddle.clip(d, max=delta)) + delta * paddle.where(
+            d > delta, t, paddle.full_like(t, 0)
+        )
+        loss = weight * t_1
         if reduction == "none":
             result = loss
         elif reduction == "sum":

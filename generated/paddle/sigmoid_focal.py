@@ -111,13 +111,13 @@ def _check_inputs(logit, label, normalizer):
 
 
 def _softplus(x):
-    """log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)): F.softplus computes log(1 + exp(x)),
-    which loses the relative accuracy below 0 and the whole value below about -37
-    (float64) / -17 (float32); gradient sigmoid(x), also at x = 0."""
+    """log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)): the native kernel computes
+    log(1 + exp(x)), which loses the relative accuracy below 0 and the whole value below
+    about -37 (float64) / -17 (float32). The gradient is sigmoid(x),
+    also at x = 0."""
     positive = x > 0
-    return paddle.where(positive, x, paddle.zeros_like(x)) + paddle.log1p(
-        paddle.exp(paddle.where(positive, -x, x))
-    )
+    tail = paddle.log1p(paddle.exp(paddle.where(positive, -x, x)))
+    return paddle.where(positive, x, paddle.zeros_like(x)) + tail
 
 
 def sigmoid_focal(
