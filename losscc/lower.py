@@ -83,8 +83,10 @@ def _is_f32_exact(v: float) -> bool:
 
 class Lowerer(OperatorLowering):
     def __init__(self, prog: Program, backend: Backend, taken: set[str], names: dict[sp.Expr, str],
-                 symbol_vars: dict[sp.Symbol, str], locals_: Locals | None = None):
+                 symbol_vars: dict[sp.Symbol, str], locals_: Locals | None = None,
+                 flags: dict | None = None):
         self.prog, self.b = prog, backend
+        self.flags = flags or {}            # condition -> the Python bool computed before the body
         self.taken = set(taken)
         self.locals = locals_ or Locals.allocate(prog, self.taken)
         self.taken |= self.locals.names()
@@ -238,6 +240,8 @@ class Lowerer(OperatorLowering):
         """A condition on hyperparameters the generated code holds as Python numbers alone
         (int and bool ones; float ones where the backend does not wrap them in tensors): a bool
         parameter, a relation, And/Or/Not of them. A Python bool, never a tensor op's operand."""
+        if c in self.flags:
+            return True
         if not isinstance(c, (sp.Rel, sp.And, sp.Or, sp.Not, sp.ITE, sp.Symbol)) or c.has(ir.TensorOp):
             return False
         if isinstance(c, sp.Symbol) and self.typeof(c).dtype != "bool":
@@ -248,6 +252,8 @@ class Lowerer(OperatorLowering):
     # ---------------------------------------------------------------- nodes
     def build(self, e: sp.Expr) -> tuple[str, int]:
         """Code and precedence of `e`, from the ``_lower_<Type>`` method of its nearest type."""
+        if e in self.flags:
+            return self.flags[e], ATOM
         if not e.is_Atom and e.is_number and not e.has(ir.TensorOp):
             e = sp.Float(e.evalf(20), 17)  # constant folding: log(2*pi) is a number
         for cls in type(e).__mro__:

@@ -121,6 +121,7 @@ class OperatorLowering:
         if len(pairs) == 2 and self.is_flag(c0):
             branched = self.flag_branch(c0, pairs[0].expr, pairs[1].expr, self.names.get(e))
             if branched is not None:
+                self.exprs.append((branched, e))
                 return branched, ATOM
         code, prec = self.emit(pairs[-1].expr)
         scalar = self.scalar_like(pairs[-1].expr)
@@ -144,12 +145,19 @@ class OperatorLowering:
         after it. Returns None when neither branch needs a statement (the ternary serves)."""
         blocks = []
         memo = dict(self.memo)
+        # each branch names its values afresh: the same names on both sides where they mean the same
+        taken, users = set(self.taken), set(self.user_names)
+        all_taken, left = set(taken), set(users)
         for e in (a, b):
             start = len(self.stmts)
+            self.taken, self.user_names = set(taken), set(users)
             code = self.value(e)
             blocks.append((code, self.stmts[start:]))
             del self.stmts[start:]
             self.memo = dict(memo)
+            all_taken |= self.taken
+            left &= self.user_names
+        self.taken, self.user_names = all_taken, left
         if not blocks[0][1] and not blocks[1][1]:
             return None
         # reuse the name a branch gives its value (stirling = ... / stirling = 0)
