@@ -19,15 +19,18 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    logp = log_softmax(input, axis=C)
-    total = sum(weight*logp, axis=C)
     picked = weight[target]
+    logp = log_softmax(input, axis=C)
     picked_1 = logp[target]
-    unmasked = -label_smoothing*total/C - (1 - label_smoothing)*picked*picked_1
+    nll = -picked*picked_1
+    total = sum(weight*logp, axis=C)
+    unmasked = where(label_smoothing == 0, nll, -label_smoothing*total/C - (1 -
+        label_smoothing)*picked*picked_1)
     loss = where(valid, unmasked, 0)
+    picked_2 = picked
 
-    with weight None: loss = where(valid, -(1 - label_smoothing)*picked_1 -
-        label_smoothing*sum(logp, axis=C)/C, 0)
+    with weight None: loss = where(valid, where(label_smoothing == 0, -picked_1, -(1 -
+        label_smoothing)*picked_1 - label_smoothing*sum(logp, axis=C)/C), 0)
 """
 
 import dataclasses
@@ -159,15 +162,22 @@ def cross_entropy(
     N = input.shape[0]
     C = input.shape[1]
     D = tuple(input.shape[2:])
+    label_smoothing_zero = label_smoothing == 0
     target = jnp.reshape(target, (N, 1) + D)
     valid = target != ignore_index
     target = jnp.where(valid, target, jnp.zeros_like(target))
     # specialised: the defaults substituted into the loss
     if weight is None:
-        logp = jax.nn.log_softmax(input, axis=-(1 + len(D)))
-        picked = jnp.take_along_axis(logp, target, axis=-(1 + len(D)))
-        total = jnp.sum(logp, axis=-(1 + len(D)), keepdims=True)
-        unmasked = -((1 - label_smoothing) * picked) - label_smoothing * total / C
+        if label_smoothing_zero:
+            logp = jax.nn.log_softmax(input, axis=-(1 + len(D)))
+            picked = jnp.take_along_axis(logp, target, axis=-(1 + len(D)))
+            nll = -picked
+            unmasked = nll
+        else:
+            logp = jax.nn.log_softmax(input, axis=-(1 + len(D)))
+            picked = jnp.take_along_axis(logp, target, axis=-(1 + len(D)))
+            total = jnp.sum(logp, axis=-(1 + len(D)), keepdims=True)
+            unmasked = -((1 - label_smoothing) * picked) - label_smoothing * total / C
         loss = jnp.where(valid, unmasked, 0)
         if reduction == "none":
             result = jnp.reshape(loss, (N,) + D)
@@ -177,20 +187,29 @@ def cross_entropy(
             result = jnp.sum(loss) / jnp.sum(jnp.astype(valid, dtype))
     else:
         weight = jnp.reshape(weight, (C,) + (1,) * len(D))
-        logp = jax.nn.log_softmax(input, axis=-(1 + len(D)))
-        total = jnp.sum(weight * logp, axis=-(1 + len(D)), keepdims=True)
-        picked = jnp.take(weight, target)
-        picked_1 = jnp.take_along_axis(logp, target, axis=-(1 + len(D)))
-        unmasked = (
-            -(label_smoothing * total / C) - (1 - label_smoothing) * picked * picked_1
-        )
+        if label_smoothing_zero:
+            picked = jnp.take(weight, target)
+            logp = jax.nn.log_softmax(input, axis=-(1 + len(D)))
+            picked_1 = jnp.take_along_axis(logp, target, axis=-(1 + len(D)))
+            nll = -(picked * picked_1)
+            unmasked = nll
+        else:
+            logp = jax.nn.log_softmax(input, axis=-(1 + len(D)))
+            total = jnp.sum(weight * logp, axis=-(1 + len(D)), keepdims=True)
+            picked = jnp.take(weight, target)
+            picked_1 = jnp.take_along_axis(logp, target, axis=-(1 + len(D)))
+            unmasked = (
+                -(label_smoothing * total / C)
+                - (1 - label_smoothing) * picked * picked_1
+            )
         loss = jnp.where(valid, unmasked, 0)
         if reduction == "none":
             result = jnp.reshape(loss, (N,) + D)
         elif reduction == "sum":
             result = jnp.sum(loss)
         else:
-            result = jnp.sum(loss) / jnp.sum(jnp.where(valid, picked, 0))
+            picked_2 = jnp.take(weight, target)
+            result = jnp.sum(loss) / jnp.sum(jnp.where(valid, picked_2, 0))
     return jnp.astype(result, in_dtype) if half else result
 
 

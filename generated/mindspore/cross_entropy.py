@@ -19,15 +19,18 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    logp = log_softmax(input, axis=C)
-    total = sum(weight*logp, axis=C)
     picked = weight[target]
+    logp = log_softmax(input, axis=C)
     picked_1 = logp[target]
-    unmasked = -label_smoothing*total/C - (1 - label_smoothing)*picked*picked_1
+    nll = -picked*picked_1
+    total = sum(weight*logp, axis=C)
+    unmasked = where(label_smoothing == 0, nll, -label_smoothing*total/C - (1 -
+        label_smoothing)*picked*picked_1)
     loss = where(valid, unmasked, 0)
+    picked_2 = picked
 
-    with weight None: loss = where(valid, -(1 - label_smoothing)*picked_1 -
-        label_smoothing*sum(logp, axis=C)/C, 0)
+    with weight None: loss = where(valid, where(label_smoothing == 0, -picked_1, -(1 -
+        label_smoothing)*picked_1 - label_smoothing*sum(logp, axis=C)/C), 0)
 """
 
 import mindspore as ms
@@ -151,16 +154,23 @@ def cross_entropy(
     N = input.shape[0]
     C = input.shape[1]
     D = tuple(input.shape[2:])
+    label_smoothing_zero = label_smoothing == 0
     label_smoothing = ms.Tensor(label_smoothing, dtype)
     target = ops.reshape(target, (N, 1) + D)
     valid = target != ignore_index
     target = ops.where(valid, target, ops.zeros_like(target))
     # specialised: the defaults substituted into the loss
     if weight is None:
-        logp = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
-        picked = ops.gather_elements(logp, -(1 + len(D)), target)
-        total = ops.sum(logp, -(1 + len(D)), keepdim=True)
-        unmasked = -((1 - label_smoothing) * picked) - label_smoothing * total / C
+        if label_smoothing_zero:
+            logp = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
+            picked = ops.gather_elements(logp, -(1 + len(D)), target)
+            nll = -picked
+            unmasked = nll
+        else:
+            logp = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
+            picked = ops.gather_elements(logp, -(1 + len(D)), target)
+            total = ops.sum(logp, -(1 + len(D)), keepdim=True)
+            unmasked = -((1 - label_smoothing) * picked) - label_smoothing * total / C
         loss = ops.where(valid, unmasked, 0)
         if reduction == "none":
             result = ops.reshape(loss, (N,) + D)
@@ -170,20 +180,29 @@ def cross_entropy(
             result = loss.sum() / ops.cast(valid, dtype).sum()
     else:
         weight = ops.reshape(weight, (C,) + (1,) * len(D))
-        logp = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
-        total = ops.sum(weight * logp, -(1 + len(D)), keepdim=True)
-        picked = ops.gather(ops.reshape(weight, (-1,)), target, 0)
-        picked_1 = ops.gather_elements(logp, -(1 + len(D)), target)
-        unmasked = (
-            -(label_smoothing * total / C) - (1 - label_smoothing) * picked * picked_1
-        )
+        if label_smoothing_zero:
+            picked = ops.gather(ops.reshape(weight, (-1,)), target, 0)
+            logp = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
+            picked_1 = ops.gather_elements(logp, -(1 + len(D)), target)
+            nll = -(picked * picked_1)
+            unmasked = nll
+        else:
+            logp = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
+            total = ops.sum(weight * logp, -(1 + len(D)), keepdim=True)
+            picked = ops.gather(ops.reshape(weight, (-1,)), target, 0)
+            picked_1 = ops.gather_elements(logp, -(1 + len(D)), target)
+            unmasked = (
+                -(label_smoothing * total / C)
+                - (1 - label_smoothing) * picked * picked_1
+            )
         loss = ops.where(valid, unmasked, 0)
         if reduction == "none":
             result = ops.reshape(loss, (N,) + D)
         elif reduction == "sum":
             result = loss.sum()
         else:
-            result = loss.sum() / ops.where(valid, picked, 0).sum()
+            picked_2 = ops.gather(ops.reshape(weight, (-1,)), target, 0)
+            result = loss.sum() / ops.where(valid, picked_2, 0).sum()
     return ops.cast(result, in_dtype) if half else result
 
 

@@ -16,12 +16,14 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    q = label_smoothing/C + target*(1 - label_smoothing)
     log_probs = log_softmax(input, axis=C)
+    total = sum(target*weight*log_probs, axis=C)
+    q = label_smoothing/C + target*(1 - label_smoothing)
     total = sum(weight*q*log_probs, axis=C)
-    loss = -total
+    loss = where(label_smoothing == 0, -total, -total)
 
-    with weight None: loss = -sum(q*log_probs, axis=C)
+    with weight None: loss = where(label_smoothing == 0, -sum(target*log_probs, axis=C),
+        -sum(q*log_probs, axis=C))
 """
 
 import mindspore as ms
@@ -140,13 +142,19 @@ def cross_entropy_probs(
     N = input.shape[0]
     C = input.shape[1]
     D = tuple(input.shape[2:])
+    label_smoothing_zero = label_smoothing == 0
     label_smoothing = ms.Tensor(label_smoothing, dtype)
     # specialised: the defaults substituted into the loss
     if weight is None:
-        q = label_smoothing / C + target * (1 - label_smoothing)
-        log_probs = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
-        total = ops.sum(q * log_probs, -(1 + len(D)), keepdim=True)
-        loss = -total
+        if label_smoothing_zero:
+            log_probs = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
+            total = ops.sum(target * log_probs, -(1 + len(D)), keepdim=True)
+            loss = -total
+        else:
+            q = label_smoothing / C + target * (1 - label_smoothing)
+            log_probs = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
+            total = ops.sum(q * log_probs, -(1 + len(D)), keepdim=True)
+            loss = -total
         if reduction == "none":
             result = ops.reshape(loss, (N,) + D)
         elif reduction == "sum":
@@ -155,10 +163,15 @@ def cross_entropy_probs(
             result = loss.sum() / loss.size
     else:
         weight = ops.reshape(weight, (C,) + (1,) * len(D))
-        q = label_smoothing / C + target * (1 - label_smoothing)
-        log_probs = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
-        total = ops.sum(weight * q * log_probs, -(1 + len(D)), keepdim=True)
-        loss = -total
+        if label_smoothing_zero:
+            log_probs = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
+            total = ops.sum(target * weight * log_probs, -(1 + len(D)), keepdim=True)
+            loss = -total
+        else:
+            q = label_smoothing / C + target * (1 - label_smoothing)
+            log_probs = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
+            total = ops.sum(weight * q * log_probs, -(1 + len(D)), keepdim=True)
+            loss = -total
         if reduction == "none":
             result = ops.reshape(loss, (N,) + D)
         elif reduction == "sum":

@@ -19,15 +19,18 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    logp = log_softmax(input, axis=C)
-    total = sum(weight*logp, axis=C)
     picked = weight[target]
+    logp = log_softmax(input, axis=C)
     picked_1 = logp[target]
-    unmasked = -label_smoothing*total/C - (1 - label_smoothing)*picked*picked_1
+    nll = -picked*picked_1
+    total = sum(weight*logp, axis=C)
+    t = -label_smoothing*total/C - (1 - label_smoothing)*picked*picked_1
+    unmasked = where(label_smoothing == 0, nll, t)
     loss = where(valid, unmasked, 0)
+    picked_2 = picked
 
-    with weight None: loss = where(valid, -(1 - label_smoothing)*picked_1 -
-        label_smoothing*sum(logp, axis=C)/C, 0)
+    with weight None: loss = where(valid, where(label_smoothing == 0, -picked_1, -(1 -
+        label_smoothing)*picked_1 - label_smoothing*sum(logp, axis=C)/C), 0)
 """
 
 import paddle
@@ -185,20 +188,30 @@ def cross_entropy(
     N = _shape(input)[0]
     C = _shape(input)[1]
     D = tuple(_shape(input)[2:])
+    label_smoothing_zero = label_smoothing == 0
     label_smoothing = paddle.full([], label_smoothing, dtype=dtype)
     target = paddle.reshape(target, (N, 1) + D)
     valid = target != ignore_index
     target = paddle.where(valid, target, paddle.zeros_like(target))
     # specialised: the defaults substituted into the loss
     if weight is None:
-        logp = input - _logsumexp(input, -(1 + len(D)))
-        picked = paddle.take_along_axis(
-            logp, target, axis=-(1 + len(D)), broadcast=False
-        )
-        total = paddle.sum(logp, axis=-(1 + len(D)), keepdim=True)
-        unmasked = -(
-            (1 - label_smoothing) * picked
-        ) - label_smoothing * total / paddle.full([], C, dtype=dtype)
+        if label_smoothing_zero:
+            logp = input - _logsumexp(input, -(1 + len(D)))
+            picked = paddle.take_along_axis(
+                logp, target, axis=-(1 + len(D)), broadcast=False
+            )
+            nll = -picked
+            unmasked = nll
+        else:
+            logp = input - _logsumexp(input, -(1 + len(D)))
+            picked = paddle.take_along_axis(
+                logp, target, axis=-(1 + len(D)), broadcast=False
+            )
+            total = paddle.sum(logp, axis=-(1 + len(D)), keepdim=True)
+            t = -(
+                (1 - label_smoothing) * picked
+            ) - label_smoothing * total / paddle.full([], C, dtype=dtype)
+            unmasked = t
         loss = paddle.where(valid, unmasked, paddle.full_like(unmasked, 0))
         if reduction == "none":
             result = paddle.reshape(loss, (N,) + D)
@@ -208,25 +221,36 @@ def cross_entropy(
             result = loss.sum() / paddle.cast(valid, dtype).sum()
     else:
         weight = paddle.reshape(weight, (C,) + (1,) * len(D))
-        logp = input - _logsumexp(input, -(1 + len(D)))
-        total = paddle.sum(weight * logp, axis=-(1 + len(D)), keepdim=True)
-        picked = paddle.take(weight, target)
-        picked_1 = paddle.take_along_axis(
-            logp, target, axis=-(1 + len(D)), broadcast=False
-        )
-        unmasked = (
-            -(label_smoothing * total / paddle.full([], C, dtype=dtype))
-            - (1 - label_smoothing) * picked * picked_1
-        )
+        if label_smoothing_zero:
+            picked = paddle.take(weight, target)
+            logp = input - _logsumexp(input, -(1 + len(D)))
+            picked_1 = paddle.take_along_axis(
+                logp, target, axis=-(1 + len(D)), broadcast=False
+            )
+            nll = -(picked * picked_1)
+            unmasked = nll
+        else:
+            logp = input - _logsumexp(input, -(1 + len(D)))
+            total = paddle.sum(weight * logp, axis=-(1 + len(D)), keepdim=True)
+            picked = paddle.take(weight, target)
+            picked_1 = paddle.take_along_axis(
+                logp, target, axis=-(1 + len(D)), broadcast=False
+            )
+            t = (
+                -(label_smoothing * total / paddle.full([], C, dtype=dtype))
+                - (1 - label_smoothing) * picked * picked_1
+            )
+            unmasked = t
         loss = paddle.where(valid, unmasked, paddle.full_like(unmasked, 0))
         if reduction == "none":
             result = paddle.reshape(loss, (N,) + D)
         elif reduction == "sum":
             result = loss.sum()
         else:
+            picked_2 = paddle.take(weight, target)
             result = (
                 loss.sum()
-                / paddle.where(valid, picked, paddle.full_like(picked, 0)).sum()
+                / paddle.where(valid, picked_2, paddle.full_like(picked_2, 0)).sum()
             )
     return paddle.cast(result, in_dtype) if half else result
 

@@ -16,12 +16,14 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    q = label_smoothing/C + target*(1 - label_smoothing)
     log_probs = log_softmax(input, axis=C)
+    total = sum(target*weight*log_probs, axis=C)
+    q = label_smoothing/C + target*(1 - label_smoothing)
     total = sum(weight*q*log_probs, axis=C)
-    loss = -total
+    loss = where(label_smoothing == 0, -total, -total)
 
-    with weight None: loss = -sum(q*log_probs, axis=C)
+    with weight None: loss = where(label_smoothing == 0, -sum(target*log_probs, axis=C),
+        -sum(q*log_probs, axis=C))
 """
 
 import paddle
@@ -163,15 +165,21 @@ def cross_entropy_probs(
     N = _shape(input)[0]
     C = _shape(input)[1]
     D = tuple(_shape(input)[2:])
+    label_smoothing_zero = label_smoothing == 0
     label_smoothing = paddle.full([], label_smoothing, dtype=dtype)
     # specialised: the defaults substituted into the loss
     if weight is None:
-        q = label_smoothing / paddle.full([], C, dtype=dtype) + target * (
-            1 - label_smoothing
-        )
-        log_probs = input - _logsumexp(input, -(1 + len(D)))
-        total = paddle.sum(q * log_probs, axis=-(1 + len(D)), keepdim=True)
-        loss = -total
+        if label_smoothing_zero:
+            log_probs = input - _logsumexp(input, -(1 + len(D)))
+            total = paddle.sum(target * log_probs, axis=-(1 + len(D)), keepdim=True)
+            loss = -total
+        else:
+            q = label_smoothing / paddle.full([], C, dtype=dtype) + target * (
+                1 - label_smoothing
+            )
+            log_probs = input - _logsumexp(input, -(1 + len(D)))
+            total = paddle.sum(q * log_probs, axis=-(1 + len(D)), keepdim=True)
+            loss = -total
         if reduction == "none":
             result = paddle.reshape(loss, (N,) + D)
         elif reduction == "sum":
@@ -180,12 +188,19 @@ def cross_entropy_probs(
             result = loss.mean()
     else:
         weight = paddle.reshape(weight, (C,) + (1,) * len(D))
-        q = label_smoothing / paddle.full([], C, dtype=dtype) + target * (
-            1 - label_smoothing
-        )
-        log_probs = input - _logsumexp(input, -(1 + len(D)))
-        total = paddle.sum(weight * q * log_probs, axis=-(1 + len(D)), keepdim=True)
-        loss = -total
+        if label_smoothing_zero:
+            log_probs = input - _logsumexp(input, -(1 + len(D)))
+            total = paddle.sum(
+                target * weight * log_probs, axis=-(1 + len(D)), keepdim=True
+            )
+            loss = -total
+        else:
+            q = label_smoothing / paddle.full([], C, dtype=dtype) + target * (
+                1 - label_smoothing
+            )
+            log_probs = input - _logsumexp(input, -(1 + len(D)))
+            total = paddle.sum(weight * q * log_probs, axis=-(1 + len(D)), keepdim=True)
+            loss = -total
         if reduction == "none":
             result = paddle.reshape(loss, (N,) + D)
         elif reduction == "sum":

@@ -15,8 +15,7 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     d = abs(input - target)
-    t = d < beta
-    loss = where(t, 0.5*d**2*where(t, beta, 1)**(-1), -0.5*beta + d)
+    loss = where(beta == 0, d, where(d < beta, 0.5*d**2/beta, -0.5*beta + d))
 """
 
 import paddle
@@ -104,14 +103,14 @@ def smooth_l1(
         input = paddle.cast(input, "float32")
         target = paddle.cast(target, "float32")
     dtype = input.dtype
+    beta_zero = beta == 0
     beta = paddle.full([], beta, dtype=dtype)
-    d = paddle.abs(input - target)
-    t = d < beta
-    loss = paddle.where(
-        t,
-        0.5 * paddle.square(d) / paddle.where(t, beta, paddle.full_like(beta, 1)),
-        d - 0.5 * beta,
-    )
+    if beta_zero:
+        d = paddle.abs(input - target)
+        loss = d
+    else:
+        d = paddle.abs(input - target)
+        loss = paddle.where(d < beta, 0.5 * paddle.square(d) / beta, d - 0.5 * beta)
     if reduction == "none":
         result = loss
     elif reduction == "sum":
