@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from . import functions, ir
+from . import functions, fusion, ir
 from .backends import Backend
 from .layout import power, unary_needs_parens
 from .lower_ops import OperatorLowering
@@ -84,9 +84,14 @@ def _is_f32_exact(v: float) -> bool:
 class Lowerer(OperatorLowering):
     def __init__(self, prog: Program, backend: Backend, taken: set[str], names: dict[sp.Expr, str],
                  symbol_vars: dict[sp.Symbol, str], locals_: Locals | None = None,
-                 flags: dict | None = None):
+                 flags: dict | None = None, values: dict | None = None):
         self.prog, self.b = prog, backend
         self.flags = flags or {}            # condition -> the Python bool computed before the body
+        # float hyperparameter -> the variable holding its Python number (a built-in's argument)
+        self.values = values or {}
+        self.values_used: set = set()
+        self.fused = fusion.candidates(prog, backend.fused) if backend.fused else {}
+        self.unfused: set = set()           # nodes being lowered as their composite form
         self.taken = set(taken)
         self.locals = locals_ or Locals.allocate(prog, self.taken)
         self.taken |= self.locals.names()
@@ -218,6 +223,11 @@ class Lowerer(OperatorLowering):
             return code
         return self.materialize(e, _hint(e))
 
+    def python_value(self, sym) -> str:
+        """The Python number a float hyperparameter was called with."""
+        self.values_used.add(sym)
+        return self.values.get(sym, self.symbol_vars[sym])
+
     def scalar_like(self, e) -> bool:
         """A value the generated code holds as a Python number (not a tensor)."""
         if self.typeof(e).axes:
@@ -254,6 +264,10 @@ class Lowerer(OperatorLowering):
         """Code and precedence of `e`, from the ``_lower_<Type>`` method of its nearest type."""
         if e in self.flags:
             return self.flags[e], ATOM
+        if e in self.fused and e not in self.unfused:
+            m = fusion.match(e, self.fused, self.prog)
+            if m is not None:
+                return self.fused_call(e, m)
         if not e.is_Atom and e.is_number and not e.has(ir.TensorOp):
             e = sp.Float(e.evalf(20), 17)  # constant folding: log(2*pi) is a number
         for cls in type(e).__mro__:

@@ -60,8 +60,12 @@ def prepare(spec: Spec) -> Prepared:
     values = None
     if split is not None:
         loss, values, variant_names = split
-        names = {**{k: v for k, v in variant_names.items() if v != last_name},
-                 **{k: v for k, v in names.items() if v != last_name}}
+        names = {**variant_names, **names}
+        # both sides of the split carry the name of the value they give
+        inner = loss.args[0].expr if masks else loss
+        for side in inner.args:
+            if not side.expr.is_Atom and names.get(side.expr) in (None, last_name):
+                names[side.expr] = "unmasked" if masks else last_name
     if masks:
         inner = loss.args[0].expr
         if values is not None or names.get(inner) == last_name:
@@ -103,10 +107,10 @@ def _used_symbols(exprs) -> set[sp.Symbol]:
 
 def _lower_body(prog: Program, backend: Backend, taken: set, names: dict, symbol_vars: dict,
                 loss: sp.Expr, dens: dict, layout_from: list, general_dens: dict | None = None,
-                locals_: Locals | None = None, flags: dict | None = None):
+                locals_: Locals | None = None, flags: dict | None = None, values: dict | None = None):
     """Statements for the per-element loss and one Block per reduction."""
     spec = prog.spec
-    low = Lowerer(prog, backend, taken, names, symbol_vars, locals_, flags)
+    low = Lowerer(prog, backend, taken, names, symbol_vars, locals_, flags, values)
     low.count(loss)
     for d in dens.values():
         if d is not None:
@@ -164,21 +168,26 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
         v = prep.values
         flags[v.cond] = allocate(v.hint, taken)
         flag_lines.append(f"{flags[v.cond]} = {v.param} {'==' if isinstance(v.cond, sp.Eq) else '>'} 0")
+    # the Python number of a float hyperparameter a fused built-in takes, kept before the wrap
+    values = {prog.symbols[p.name]: allocate(f"{p.name}_value", taken) for p in spec.params
+              if p.kind == "float" and backend.wrap_scalars and backend.fused}
     none = prep.none
     layout_from = [prep.loss] + ([none.loss] if none else [])
     low, body, reductions = _lower_body(prog, backend, taken, prep.names, symbol_vars, prep.loss,
-                                        prep.denominators, layout_from, locals_=loc, flags=flags)
+                                        prep.denominators, layout_from, locals_=loc, flags=flags,
+                                        values=values)
     used = _used_symbols([prep.loss, *prep.denominators.values()])
     none_sizes: set[str] = set()
     if none is not None:
         # the None path: its own statements, the same names where they mean the same
         nlow, none_body, none_reductions = _lower_body(prog, backend, taken, none.names, symbol_vars, none.loss,
                                                        none.denominators, layout_from, prep.denominators, loc,
-                                                       flags)
+                                                       flags, values)
         none_sizes = set(nlow.sizes)
         low.sizes |= nlow.sizes
         low.needs_dtype |= nlow.needs_dtype
         low.helpers += [h for h in nlow.helpers if h not in low.helpers]
+        low.values_used |= nlow.values_used
         used |= _used_symbols([none.loss, *none.denominators.values()])
     prologue: list[str] = []
     branch: list[str] = []          # only on the general path when the None path is split off
@@ -232,6 +241,7 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
         (opt_sizes if carriers and none is not None else pre).append(f"{loc.sizes[axis]} = {code}")
     branch[:0] = opt_sizes
     pre += flag_lines
+    pre += [f"{values[s]} = {s.name}" for s in sorted(low.values_used, key=str) if s in values]
     if backend.wrap_scalars:
         for p in spec.params:
             if p.kind == "float" and prog.symbols[p.name] in used:

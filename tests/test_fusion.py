@@ -1,0 +1,81 @@
+"""Fused built-ins (losscc.fusion): each backend's pattern table matches the IR its specs'
+passes leave, the built-in runs only under its conditions, and it gives the reference's
+values and gradients there, at ties (|x - y| = beta, x = y) and at large differences."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from losscc import fusion
+from losscc.backends import all_backends, get
+from losscc.backends.operators import OperatorTableError
+from losscc.casedata import CaseData
+from losscc.emit import compile_spec
+from losscc.pipeline import prepare
+from losscc.spec import load_spec
+from tests.codegen_util import BACKENDS, check, modules
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC_OF = {"smooth_l1": "smooth_l1", "huber": "huber"}  # shape -> a spec whose passes leave it
+
+
+def _spec(name):
+    return load_spec(ROOT / "specs" / f"{name}.yaml", f"specs/{name}.yaml")
+
+
+def _nodes(prep):
+    import sympy as sp
+
+    roots = [prep.loss] + ([prep.none.loss] if prep.none else [])
+    return {n for r in roots for n in sp.preorder_traversal(r)}
+
+
+@pytest.mark.parametrize("shape", sorted(fusion.SHAPES))
+def test_every_shape_is_what_a_spec_prepares(shape):
+    """A shape out of step with the passes would silently never match."""
+    prep = prepare(_spec(SPEC_OF[shape]))
+    rec = fusion.Fused(shape, "f()")
+    table = fusion.candidates(prep.prog, (rec,))
+    assert any(fusion.match(n, table, prep.prog) for n in _nodes(prep))
+
+
+def test_records_are_checked():
+    with pytest.raises(OperatorTableError, match="unknown shape"):
+        fusion.check_records("b", (fusion.Fused("nope", "f({x})"),), "")
+    with pytest.raises(OperatorTableError, match="reads {z}"):
+        fusion.check_records("b", (fusion.Fused("huber", "f({z})"),), "")
+    with pytest.raises(OperatorTableError, match="no_grad test"):
+        fusion.check_records("b", (fusion.Fused("huber", "f({x})", no_grad=("y",)),), "")
+
+
+@pytest.mark.parametrize("backend", [b.name for b in all_backends() if b.fused])
+def test_the_built_in_is_called_only_under_its_conditions(backend):
+    b = get(backend)
+    for rec in b.fused:
+        code = compile_spec(_spec(SPEC_OF[rec.shape]), b)
+        call = rec.call.split("(")[0]
+        lines = code.splitlines()
+        at = next(k for k, ln in enumerate(lines) if f"{call}(" in ln)
+        assert any(ln.strip().startswith("if dtype == ") for ln in lines[at - 2:at]), lines[at - 2:at + 1]
+        rest = "\n".join(lines[at:at + 8])
+        assert "else:" in rest and "abs(" in rest.split("else:")[1]  # the composite for the rest
+
+
+def _tie_case(spec, beta):
+    x = np.array([[0.0, 1.5, -2.0, 0.25, 3.0, -1e3], [beta, -beta, 0.5, 0.0, 2.0, 1e3]])
+    y = np.array([[0.0, 1.5 - beta, -2.0 + beta, 0.0, -1.0, 1e3], [0.0, 0.0, 0.5 + beta, 0.0, 2.0 + beta / 2, -1e3]])
+    name = "beta" if "beta" in {p.name for p in spec.params} else "delta"
+    inputs = {i.name: None for i in spec.inputs}
+    inputs.update(input=x, target=y)
+    return CaseData(f"ties_{beta}", "test", inputs, {name: beta}, {}, from_reference=True)
+
+
+@pytest.mark.parametrize("name", ["smooth_l1", "huber"])
+def test_fused_float32_matches_the_reference_at_ties(name, tmp_path):
+    spec = _spec(name)
+    mods = modules(spec, tmp_path)
+    cases = [_tie_case(spec, b) for b in (1.0, 0.5, 0.0)]
+    check(spec, {b: m for b, m in mods.items() if b in BACKENDS}, cases, dtypes=("float32", "float64"))
