@@ -24,8 +24,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     picked_1 = logp[target]
     nll = -picked*picked_1
     total = sum(weight*logp, axis=C)
-    unmasked = where(label_smoothing == 0, nll, -label_smoothing*total/C - (1 -
-        label_smoothing)*picked*picked_1)
+    unmasked = -label_smoothing*total/C - (1 - label_smoothing)*picked*picked_1
+    unmasked = where(label_smoothing == 0, nll, unmasked)
     loss = where(valid, unmasked, 0)
     picked_2 = picked
 

@@ -18,9 +18,11 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
     log_probs = log_softmax(input, axis=C)
     total = sum(target*weight*log_probs, axis=C)
+    loss = -total
     q = label_smoothing/C + target*(1 - label_smoothing)
     total = sum(weight*q*log_probs, axis=C)
-    loss = where(label_smoothing == 0, -total, -total)
+    loss = -total
+    loss = where(label_smoothing == 0, loss, loss)
 
     with weight None: loss = where(label_smoothing == 0, -sum(target*log_probs, axis=C),
         -sum(q*log_probs, axis=C))

@@ -15,7 +15,8 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     d = abs(input - target)
-    loss = where(beta == 0, d, where(d < beta, 0.5*d**2/beta, -0.5*beta + d))
+    loss = where(d < beta, 0.5*d**2/beta, -0.5*beta + d)
+    loss = where(beta == 0, d, loss)
 """
 
 import dataclasses

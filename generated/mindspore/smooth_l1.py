@@ -15,7 +15,8 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     d = abs(input - target)
-    loss = where(beta == 0, d, where(d < beta, 0.5*d**2/beta, -0.5*beta + d))
+    loss = where(d < beta, 0.5*d**2/beta, -0.5*beta + d)
+    loss = where(beta == 0, d, loss)
 """
 
 import mindspore as ms
@@ -95,13 +96,17 @@ def smooth_l1(input, target, beta=1.0, reduction="mean"):
         target = ops.cast(target, ms.float32)
     dtype = input.dtype
     beta_zero = beta == 0
+    beta_value = beta
     beta = ms.Tensor(beta, dtype)
     if beta_zero:
         d = ops.abs(input - target)
         loss = d
     else:
-        d = ops.abs(input - target)
-        loss = ops.where(d < beta, 0.5 * d**2 / beta, d - 0.5 * beta)
+        if dtype == ms.float32:
+            loss = ops.smooth_l1_loss(input, target, beta_value, "none")
+        else:
+            d = ops.abs(input - target)
+            loss = ops.where(d < beta, 0.5 * d**2 / beta, d - 0.5 * beta)
     if reduction == "none":
         result = loss
     elif reduction == "sum":

@@ -24,8 +24,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     picked_1 = logp[target]
     nll = -picked*picked_1
     total = sum(weight*logp, axis=C)
-    t = -label_smoothing*total/C - (1 - label_smoothing)*picked*picked_1
-    unmasked = where(label_smoothing == 0, nll, t)
+    unmasked = -label_smoothing*total/C - (1 - label_smoothing)*picked*picked_1
+    unmasked = where(label_smoothing == 0, nll, unmasked)
     loss = where(valid, unmasked, 0)
     picked_2 = picked
 
@@ -208,10 +208,9 @@ def cross_entropy(
                 logp, target, axis=-(1 + len(D)), broadcast=False
             )
             total = paddle.sum(logp, axis=-(1 + len(D)), keepdim=True)
-            t = -(
+            unmasked = -(
                 (1 - label_smoothing) * picked
             ) - label_smoothing * total / paddle.full([], C, dtype=dtype)
-            unmasked = t
         loss = paddle.where(valid, unmasked, paddle.full_like(unmasked, 0))
         if reduction == "none":
             result = paddle.reshape(loss, (N,) + D)
@@ -236,11 +235,10 @@ def cross_entropy(
             picked_1 = paddle.take_along_axis(
                 logp, target, axis=-(1 + len(D)), broadcast=False
             )
-            t = (
+            unmasked = (
                 -(label_smoothing * total / paddle.full([], C, dtype=dtype))
                 - (1 - label_smoothing) * picked * picked_1
             )
-            unmasked = t
         loss = paddle.where(valid, unmasked, paddle.full_like(unmasked, 0))
         if reduction == "none":
             result = paddle.reshape(loss, (N,) + D)

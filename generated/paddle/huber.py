@@ -18,12 +18,14 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
     d = abs(input - target)
     t = min(delta, d)
-    loss = weight*(0.5*t**2 + delta*(-t + d))
+    branch = 0.5*t**2 + delta*(-t + d)
+    loss = weight*branch
 
-    with weight None: loss = 0.5*t**2 + delta*(-t + d)
+    with weight None: loss = branch
 """
 
 import paddle
+import paddle.nn.functional as F
 from paddle import nn
 
 __all__ = ["Huber", "HuberLoss", "huber"]
@@ -126,12 +128,16 @@ def huber(
         if weight is not None:
             weight = paddle.cast(weight, "float32")
     dtype = input.dtype
+    delta_value = delta
     delta = paddle.full([], delta, dtype=dtype)
     # specialised: the defaults substituted into the loss
     if weight is None:
-        d = paddle.abs(input - target)
-        t = paddle.clip(d, max=delta)
-        loss = 0.5 * paddle.square(t) + delta * (d - t)
+        if dtype == paddle.float32:
+            loss = F.smooth_l1_loss(input, target, reduction="none", delta=delta_value)
+        else:
+            d = paddle.abs(input - target)
+            t = paddle.clip(d, max=delta)
+            loss = 0.5 * paddle.square(t) + delta * (d - t)
         if reduction == "none":
             result = loss
         elif reduction == "sum":
@@ -139,9 +145,15 @@ def huber(
         else:
             result = loss.mean()
     else:
-        d = paddle.abs(input - target)
-        t = paddle.clip(d, max=delta)
-        loss = weight * (0.5 * paddle.square(t) + delta * (d - t))
+        if dtype == paddle.float32:
+            branch = F.smooth_l1_loss(
+                input, target, reduction="none", delta=delta_value
+            )
+        else:
+            d = paddle.abs(input - target)
+            t = paddle.clip(d, max=delta)
+            branch = 0.5 * paddle.square(t) + delta * (d - t)
+        loss = weight * branch
         if reduction == "none":
             result = loss
         elif reduction == "sum":

@@ -15,10 +15,12 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     d = abs(input - target)
-    loss = where(beta == 0, d, where(d < beta, 0.5*d**2/beta, -0.5*beta + d))
+    loss = where(d < beta, 0.5*d**2/beta, -0.5*beta + d)
+    loss = where(beta == 0, d, loss)
 """
 
 import paddle
+import paddle.nn.functional as F
 from paddle import nn
 
 __all__ = ["SmoothL1", "smooth_l1"]
@@ -104,13 +106,19 @@ def smooth_l1(
         target = paddle.cast(target, "float32")
     dtype = input.dtype
     beta_zero = beta == 0
+    beta_value = beta
     beta = paddle.full([], beta, dtype=dtype)
     if beta_zero:
         d = paddle.abs(input - target)
         loss = d
     else:
-        d = paddle.abs(input - target)
-        loss = paddle.where(d < beta, 0.5 * paddle.square(d) / beta, d - 0.5 * beta)
+        if dtype == paddle.float32:
+            loss = F.smooth_l1_loss(
+                input, target, reduction="none", delta=beta_value, is_huber=False
+            )
+        else:
+            d = paddle.abs(input - target)
+            loss = paddle.where(d < beta, 0.5 * paddle.square(d) / beta, d - 0.5 * beta)
     if reduction == "none":
         result = loss
     elif reduction == "sum":
