@@ -20,6 +20,8 @@ from typing import Callable
 
 import sympy as sp
 
+from . import ir
+
 
 @dataclass(frozen=True)
 class Shape:
@@ -50,11 +52,26 @@ def _huber(x, y, b):
     return b * (d - m) + sp.Float(0.5) * m ** 2
 
 
+def _bce(x, y):
+    s = ir.StopGradient(x)
+    value = -(y * sp.Max(-100, sp.log(s)) + (1 - y) * sp.Max(-100, ir.log1p(-s)))
+    return value + (x - s) * ir.StopGradient((s - y) / sp.Max(sp.Float(9.999999960041972e-13), (1 - s) * s))
+
+
+def _kl_div(x, y):
+    pos = sp.StrictGreaterThan(y, 0)
+    return sp.Piecewise((y * (sp.log(ir.Where(pos, y, 1)) - x), pos), (0, True), evaluate=False)
+
+
 SHAPES = {
     # where(|x - y| < b, 0.5 |x - y|**2 / b, |x - y| - b / 2), b > 0 (specs/smooth_l1.yaml after the split at 0)
     "smooth_l1": Shape(("x", "y"), ("beta",), _smooth_l1),
     # b (|x - y| - min(b, |x - y|)) + min(b, |x - y|)**2 / 2 (specs/huber.yaml after linear-tail)
     "huber": Shape(("x", "y"), ("delta",), _huber),
+    # specs/bce.yaml without weight: torch's clamped logs and its gradient (p - y) / max(p (1 - p), 1e-12)
+    "bce": Shape(("x", "y"), (), _bce),
+    # where(y > 0, y (log y - x), 0) (specs/kl_div.yaml, log_target False)
+    "kl_div": Shape(("x", "y"), (), _kl_div),
 }
 
 

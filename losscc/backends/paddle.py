@@ -130,6 +130,11 @@ BACKEND = Backend(
         Fused("smooth_l1", 'F.smooth_l1_loss({x}, {y}, reduction="none", delta={beta}, is_huber=False)',
               dtypes=("paddle.float32",)),
         Fused("huber", 'F.smooth_l1_loss({x}, {y}, reduction="none", delta={delta})', dtypes=("paddle.float32",)),
+        # these two give no gradient for the label: only where it needs none (data labels);
+        # BCE's float64 kernel clamps p (1 - p) at a float64 1e-12, the spec at float32's
+        Fused("bce", 'F.binary_cross_entropy({x}, {y}, reduction="none")', dtypes=("paddle.float32",),
+              no_grad=("y",)),
+        Fused("kl_div", 'F.kl_div({x}, {y}, reduction="none")', no_grad=("y",)),
     ),
     no_grad="{x}.stop_gradient",
     where_scalars=False,  # paddle.where rejects int scalars and warns on float ones
