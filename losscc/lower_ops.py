@@ -152,10 +152,15 @@ class OperatorLowering:
         # each branch names its values afresh: the same names on both sides where they mean the same
         taken, users = set(self.taken), set(self.user_names)
         all_taken, left = set(taken), set(users)
+        uses = self.uses
         for e in (a, b):
             start = len(self.stmts)
             self.taken, self.user_names = set(taken), set(users)
+            if not isinstance(e, str):  # what is shared, counted in the branch alone (nothing after reuses it)
+                self.uses = {}
+                self.count(e)
             code = e if isinstance(e, str) else self.value(e)
+            self.uses = uses
             blocks.append((code, self.stmts[start:]))
             del self.stmts[start:]
             self.memo = dict(memo)
