@@ -20,9 +20,9 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     picked = weight[target]
-    logp = log_softmax(input, axis=C)
-    picked_1 = logp[target]
+    picked_1 = log_softmax(input, axis=C)[target]
     nll = -picked*picked_1
+    logp = log_softmax(input, axis=C)
     total = sum(weight*logp, axis=C)
     unmasked = -label_smoothing*total/C - (1 - label_smoothing)*picked*picked_1
     unmasked = where(label_smoothing == 0, nll, unmasked)
@@ -169,8 +169,9 @@ def cross_entropy(
     # specialised: the defaults substituted into the loss
     if weight is None:
         if label_smoothing_zero:
-            logp = jax.nn.log_softmax(input, axis=-(1 + len(D)))
-            picked = jnp.take_along_axis(logp, target, axis=-(1 + len(D)))
+            picked = jnp.take_along_axis(
+                input, target, axis=-(1 + len(D))
+            ) - jax.nn.logsumexp(input, axis=-(1 + len(D)), keepdims=True)
             nll = -picked
             unmasked = nll
         else:
@@ -189,8 +190,9 @@ def cross_entropy(
         weight = jnp.reshape(weight, (C,) + (1,) * len(D))
         if label_smoothing_zero:
             picked = jnp.take(weight, target)
-            logp = jax.nn.log_softmax(input, axis=-(1 + len(D)))
-            picked_1 = jnp.take_along_axis(logp, target, axis=-(1 + len(D)))
+            picked_1 = jnp.take_along_axis(
+                input, target, axis=-(1 + len(D))
+            ) - jax.nn.logsumexp(input, axis=-(1 + len(D)), keepdims=True)
             nll = -(picked * picked_1)
             unmasked = nll
         else:

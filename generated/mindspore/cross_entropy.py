@@ -20,9 +20,9 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     picked = weight[target]
-    logp = log_softmax(input, axis=C)
-    picked_1 = logp[target]
+    picked_1 = log_softmax(input, axis=C)[target]
     nll = -picked*picked_1
+    logp = log_softmax(input, axis=C)
     total = sum(weight*logp, axis=C)
     unmasked = -label_smoothing*total/C - (1 - label_smoothing)*picked*picked_1
     unmasked = where(label_smoothing == 0, nll, unmasked)
@@ -162,8 +162,9 @@ def cross_entropy(
     # specialised: the defaults substituted into the loss
     if weight is None:
         if label_smoothing_zero:
-            logp = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
-            picked = ops.gather_elements(logp, -(1 + len(D)), target)
+            picked = ops.gather_elements(input, -(1 + len(D)), target) - ops.logsumexp(
+                input, -(1 + len(D)), keepdim=True
+            )
             nll = -picked
             unmasked = nll
         else:
@@ -182,8 +183,9 @@ def cross_entropy(
         weight = ops.reshape(weight, (C,) + (1,) * len(D))
         if label_smoothing_zero:
             picked = ops.gather(ops.reshape(weight, (-1,)), target, 0)
-            logp = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
-            picked_1 = ops.gather_elements(logp, -(1 + len(D)), target)
+            picked_1 = ops.gather_elements(
+                input, -(1 + len(D)), target
+            ) - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
             nll = -(picked * picked_1)
             unmasked = nll
         else:

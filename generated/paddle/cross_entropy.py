@@ -20,9 +20,9 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     picked = weight[target]
-    logp = log_softmax(input, axis=C)
-    picked_1 = logp[target]
+    picked_1 = log_softmax(input, axis=C)[target]
     nll = -picked*picked_1
+    logp = log_softmax(input, axis=C)
     total = sum(weight*logp, axis=C)
     unmasked = -label_smoothing*total/C - (1 - label_smoothing)*picked*picked_1
     unmasked = where(label_smoothing == 0, nll, unmasked)
@@ -196,10 +196,9 @@ def cross_entropy(
     # specialised: the defaults substituted into the loss
     if weight is None:
         if label_smoothing_zero:
-            logp = input - _logsumexp(input, -(1 + len(D)))
             picked = paddle.take_along_axis(
-                logp, target, axis=-(1 + len(D)), broadcast=False
-            )
+                input, target, axis=-(1 + len(D)), broadcast=False
+            ) - _logsumexp(input, -(1 + len(D)))
             nll = -picked
             unmasked = nll
         else:
@@ -222,10 +221,9 @@ def cross_entropy(
         weight = paddle.reshape(weight, (C,) + (1,) * len(D))
         if label_smoothing_zero:
             picked = paddle.take(weight, target)
-            logp = input - _logsumexp(input, -(1 + len(D)))
             picked_1 = paddle.take_along_axis(
-                logp, target, axis=-(1 + len(D)), broadcast=False
-            )
+                input, target, axis=-(1 + len(D)), broadcast=False
+            ) - _logsumexp(input, -(1 + len(D)))
             nll = -(picked * picked_1)
             unmasked = nll
         else:
