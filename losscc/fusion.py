@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable
 
 import sympy as sp
@@ -98,20 +99,37 @@ class Match:
     operands: dict                      # operand name -> IR symbol
 
 
-def candidates(prog, records) -> dict:
+@lru_cache(maxsize=None)
+def _built(name: str, operands: tuple) -> sp.Expr:
+    return SHAPES[name].build(*operands)
+
+
+@lru_cache(maxsize=None)
+def _node_types(name: str) -> frozenset:
+    """The node types of a shape: a program without all of them cannot match it."""
+    shape = SHAPES[name]
+    return frozenset(type(n) for n in sp.preorder_traversal(
+        _built(name, tuple(sp.Dummy(o) for o in shape.tensors + shape.scalars))) if not n.is_Atom)
+
+
+def candidates(prog, records, expr) -> dict:
     """Every instance of the records' shapes over the program's float inputs and float
-    hyperparameters: IR expression -> Match (the first record wins)."""
+    hyperparameters, for the shapes whose node types all occur in `expr`: IR expression ->
+    Match (the first record wins). Instances are built once per process."""
     spec = prog.spec
     tensors = [prog.symbols[i.name] for i in spec.inputs if i.dtype == "float"]
     scalars = [prog.symbols[p.name] for p in spec.params if p.kind == "float"]
+    present = {type(n) for n in sp.preorder_traversal(expr)}
     out: dict = {}
     for rec in records:
         shape = SHAPES[rec.shape]
+        if not _node_types(rec.shape) <= present:
+            continue
         for ts in itertools.permutations(tensors, len(shape.tensors)):
             for ss in itertools.permutations(scalars, len(shape.scalars)):
-                expr = shape.build(*ts, *ss)
-                if expr not in out:
-                    out[expr] = Match(rec, dict(zip(shape.tensors + shape.scalars, ts + ss)))
+                expr_ = _built(rec.shape, ts + ss)
+                if expr_ not in out:
+                    out[expr_] = Match(rec, dict(zip(shape.tensors + shape.scalars, ts + ss)))
     return out
 
 

@@ -90,7 +90,7 @@ class Lowerer(OperatorLowering):
         # float hyperparameter -> the variable holding its Python number (a built-in's argument)
         self.values = values or {}
         self.values_used: set = set()
-        self.fused = fusion.candidates(prog, backend.fused) if backend.fused else {}
+        self.fused: dict = {}               # IR node -> fusion.Match (fuse_over)
         self.unfused: set = set()           # nodes being lowered as their composite form
         self.taken = set(taken)
         self.locals = locals_ or Locals.allocate(prog, self.taken)
@@ -119,6 +119,11 @@ class Lowerer(OperatorLowering):
                 walk(a)
 
         walk(expr)
+
+    def fuse_over(self, *exprs) -> None:
+        """The backend's fused built-ins that may occur in `exprs` (losscc.fusion)."""
+        if self.b.fused:
+            self.fused = fusion.candidates(self.prog, self.b.fused, sp.Tuple(*[e for e in exprs if e is not None]))
 
     def need(self, axis: str) -> str:
         """Mark the size of `axis` as read; the variable that holds it."""

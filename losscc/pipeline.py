@@ -115,6 +115,7 @@ def _lower_body(prog: Program, backend: Backend, taken: set, names: dict, symbol
     for d in dens.values():
         if d is not None:
             low.count(d)
+    low.fuse_over(loss, *dens.values())
     loss_var = low.materialize(loss, names.get(loss, "loss"))
     body = list(low.stmts)
     loss_t = prog.typeof(loss)
