@@ -19,7 +19,7 @@ from losscc.spec import load_spec
 from tests.codegen_util import BACKENDS, check, modules
 
 ROOT = Path(__file__).resolve().parent.parent
-SPEC_OF = {"smooth_l1": "smooth_l1", "huber": "huber"}  # shape -> a spec whose passes leave it
+SPEC_OF = {s: s for s in ("smooth_l1", "huber", "bce", "kl_div")}  # shape -> a spec whose passes leave it
 
 
 def _spec(name):
@@ -56,12 +56,20 @@ def test_the_built_in_is_called_only_under_its_conditions(backend):
     b = get(backend)
     for rec in b.fused:
         code = compile_spec(_spec(SPEC_OF[rec.shape]), b)
-        call = rec.call.split("(")[0]
+        call = rec.call.split("(")[0] + "("
         lines = code.splitlines()
-        at = next(k for k, ln in enumerate(lines) if f"{call}(" in ln)
-        assert any(ln.strip().startswith("if dtype == ") for ln in lines[at - 2:at]), lines[at - 2:at + 1]
-        rest = "\n".join(lines[at:at + 8])
-        assert "else:" in rest and "abs(" in rest.split("else:")[1]  # the composite for the rest
+        at = next(k for k, ln in enumerate(lines) if call in ln)
+        head = lines[at - 1].strip()
+        assert head.startswith("if ") and head.endswith(":"), head
+        for dtype in rec.dtypes:
+            assert f"dtype == {dtype}" in head, head
+        for name in rec.no_grad:
+            assert b.no_grad.format(x="target") in head, head
+        # the composite serves the other calls: an else branch without the built-in
+        indent = lines[at - 1][: len(lines[at - 1]) - len(lines[at - 1].lstrip())]
+        other = lines.index(f"{indent}else:", at)
+        stop = next(k for k in range(other + 1, len(lines)) if not lines[k].startswith(indent + " "))
+        assert stop - other > 2 and not any(call in ln for ln in lines[other:stop])
 
 
 def _tie_case(spec, beta):
