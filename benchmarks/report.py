@@ -386,11 +386,13 @@ def write_markdown(data: dict, path: Path, analysis: str = ""):
     if comp:
         L += ["## Compiler wall time (cold process, interpreter start included)", "",
               f"{comp['runs']} alternating runs each over the {comp['specs']} specs in specs/.", "",
-              "| command | median s | min | max | exit codes |", "|---|---|---|---|---|"]
+              "| command | median s | min | max | CPU s (median, user + system) | exit codes |",
+              "|---|---|---|---|---|---|"]
         for k in ("generate", "check"):
             if k in comp:
                 c = comp[k]
-                L.append(f"| `{c['command']}` | {c['median_s']:.2f} | {c['min_s']:.2f} | {c['max_s']:.2f} | "
+                cpu = f"{c['cpu_median_s']:.2f}" if "cpu_median_s" in c else "–"
+                L.append(f"| `{c['command']}` | {c['median_s']:.2f} | {c['min_s']:.2f} | {c['max_s']:.2f} | {cpu} | "
                          f"{c['returncodes']} |")
         L.append("")
     path.parent.mkdir(parents=True, exist_ok=True)
