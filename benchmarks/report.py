@@ -7,6 +7,7 @@ import statistics
 from pathlib import Path
 
 from .cases import BY_NAME
+from .plot import ratio_lines
 
 MODE_LABEL = {("mindspore", "eager"): "MindSpore eager (PyNative)", ("mindspore", "jit"): "MindSpore ms.jit",
               ("paddle", "eager"): "Paddle eager", ("paddle", "to_static"): "Paddle paddle.jit.to_static"}
@@ -336,6 +337,7 @@ def write_markdown(data: dict, path: Path, analysis: str = ""):
                    "not met": "**not met**"}.get(r.get("status"), "met" if t["met"] else "**not met**")
         L.append(f"| {t['target']} | {t['figure']} | {'–' if ov is None else f'{ov:.2f}'} | {verdict} |")
     L.append("")
+    L += ratio_lines(data, path.parent, MEDIAN, WORST)
     L += _confirmation_lines(data)
     if analysis:
         L += [analysis, ""]
