@@ -15,9 +15,9 @@ its conditions exclude.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Callable
+from functools import cache
 
 import sympy as sp
 
@@ -99,12 +99,12 @@ class Match:
     operands: dict                      # operand name -> IR symbol
 
 
-@lru_cache(maxsize=None)
+@cache
 def _built(name: str, operands: tuple) -> sp.Expr:
     return SHAPES[name].build(*operands)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _node_types(name: str) -> frozenset:
     """The node types of a shape: a program without all of them cannot match it."""
     shape = SHAPES[name]

@@ -91,8 +91,8 @@ def test_both_sides_match_the_reference(tmp_path):
     prep = prepare(spec)
     assert prep.values is not None and prep.values.param == "s"
     code = compile_spec(spec, get(BACKENDS[0]))
-    assert re.search(r"^    s_zero = s == 0$", code, flags=re.M)
+    assert re.search(r"^    s_zero = s == 0$", code, flags=re.MULTILINE)
     mods = modules(spec, tmp_path)
-    params = [dict(s=0.0, b=1.0), dict(s=0.3, b=1.0), dict(s=0.0, b=0.0), dict(s=1.0, b=0.5)]
+    params = [{"s": 0.0, "b": 1.0}, {"s": 0.3, "b": 1.0}, {"s": 0.0, "b": 0.0}, {"s": 1.0, "b": 0.5}]
     cases = [case(spec, {"N": (3,), "C": (4,)}, seed=k, params=p) for k, p in enumerate(params)]
     check(spec, mods, cases)
