@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from . import functions, ir
+from . import functions, fusion, ir
 from .backends import Backend
 from .layout import power, unary_needs_parens
 from .lower_ops import OperatorLowering
@@ -83,8 +83,15 @@ def _is_f32_exact(v: float) -> bool:
 
 class Lowerer(OperatorLowering):
     def __init__(self, prog: Program, backend: Backend, taken: set[str], names: dict[sp.Expr, str],
-                 symbol_vars: dict[sp.Symbol, str], locals_: Locals | None = None):
+                 symbol_vars: dict[sp.Symbol, str], locals_: Locals | None = None,
+                 flags: dict | None = None, values: dict | None = None):
         self.prog, self.b = prog, backend
+        self.flags = flags or {}            # condition -> the Python bool computed before the body
+        # float hyperparameter -> the variable holding its Python number (a built-in's argument)
+        self.values = values or {}
+        self.values_used: set = set()
+        self.fused: dict = {}               # IR node -> fusion.Match (fuse_over)
+        self.unfused: set = set()           # nodes being lowered as their composite form
         self.taken = set(taken)
         self.locals = locals_ or Locals.allocate(prog, self.taken)
         self.taken |= self.locals.names()
@@ -112,6 +119,11 @@ class Lowerer(OperatorLowering):
                 walk(a)
 
         walk(expr)
+
+    def fuse_over(self, *exprs) -> None:
+        """The backend's fused built-ins that may occur in `exprs` (losscc.fusion)."""
+        if self.b.fused:
+            self.fused = fusion.candidates(self.prog, self.b.fused, sp.Tuple(*[e for e in exprs if e is not None]))
 
     def need(self, axis: str) -> str:
         """Mark the size of `axis` as read; the variable that holds it."""
@@ -216,6 +228,11 @@ class Lowerer(OperatorLowering):
             return code
         return self.materialize(e, _hint(e))
 
+    def python_value(self, sym) -> str:
+        """The Python number a float hyperparameter was called with."""
+        self.values_used.add(sym)
+        return self.values.get(sym, self.symbol_vars[sym])
+
     def scalar_like(self, e) -> bool:
         """A value the generated code holds as a Python number (not a tensor)."""
         if self.typeof(e).axes:
@@ -238,6 +255,8 @@ class Lowerer(OperatorLowering):
         """A condition on hyperparameters the generated code holds as Python numbers alone
         (int and bool ones; float ones where the backend does not wrap them in tensors): a bool
         parameter, a relation, And/Or/Not of them. A Python bool, never a tensor op's operand."""
+        if c in self.flags:
+            return True
         if not isinstance(c, (sp.Rel, sp.And, sp.Or, sp.Not, sp.ITE, sp.Symbol)) or c.has(ir.TensorOp):
             return False
         if isinstance(c, sp.Symbol) and self.typeof(c).dtype != "bool":
@@ -248,6 +267,12 @@ class Lowerer(OperatorLowering):
     # ---------------------------------------------------------------- nodes
     def build(self, e: sp.Expr) -> tuple[str, int]:
         """Code and precedence of `e`, from the ``_lower_<Type>`` method of its nearest type."""
+        if e in self.flags:
+            return self.flags[e], ATOM
+        if e in self.fused and e not in self.unfused:
+            m = fusion.match(e, self.fused, self.prog)
+            if m is not None:
+                return self.fused_call(e, m)
         if not e.is_Atom and e.is_number and not e.has(ir.TensorOp):
             e = sp.Float(e.evalf(20), 17)  # constant folding: log(2*pi) is a number
         for cls in type(e).__mro__:

@@ -13,7 +13,7 @@ import re
 
 import sympy as sp
 
-from . import functions, ir
+from . import functions, fusion, ir
 from .operands import ATOM, CMP, MUL, TERNARY, analyse
 from .shapes import canonical_shape, pos_expr
 
@@ -121,6 +121,7 @@ class OperatorLowering:
         if len(pairs) == 2 and self.is_flag(c0):
             branched = self.flag_branch(c0, pairs[0].expr, pairs[1].expr, self.names.get(e))
             if branched is not None:
+                self.exprs.append((branched, e))
                 return branched, ATOM
         code, prec = self.emit(pairs[-1].expr)
         scalar = self.scalar_like(pairs[-1].expr)
@@ -142,28 +143,69 @@ class OperatorLowering:
         own: ``if flag: <a's statements> else: <b's>``, so the branch not taken costs nothing
         (a ternary would compute both). Values first computed inside a branch are not reused
         after it. Returns None when neither branch needs a statement (the ternary serves)."""
+        return self.branch_on(None, flag, a, b, name)
+
+    def branch_on(self, test: str | None, flag, a, b, name: str | None = None) -> str | None:
+        """:meth:`flag_branch` on `flag`, or on the Python code `test`; `a` may be code (a str)."""
         blocks = []
         memo = dict(self.memo)
+        # each branch names its values afresh: the same names on both sides where they mean the same
+        taken, users = set(self.taken), set(self.user_names)
+        all_taken, left = set(taken), set(users)
+        uses = self.uses
         for e in (a, b):
             start = len(self.stmts)
-            code = self.value(e)
+            self.taken, self.user_names = set(taken), set(users)
+            if not isinstance(e, str):  # what is shared, counted in the branch alone (nothing after reuses it)
+                self.uses = {}
+                self.count(e)
+            code = e if isinstance(e, str) else self.value(e)
+            self.uses = uses
             blocks.append((code, self.stmts[start:]))
             del self.stmts[start:]
             self.memo = dict(memo)
+            all_taken |= self.taken
+            left &= self.user_names
+        self.taken, self.user_names = all_taken, left
         if not blocks[0][1] and not blocks[1][1]:
             return None
         # reuse the name a branch gives its value (stirling = ... / stirling = 0)
-        var = self.fresh(name) if name else next(
-            (c for c, st in blocks if st and c.isidentifier() and st[-1].startswith(f"{c} = ")), None)
+        given = [c for c, st in blocks if st and c.isidentifier() and _assigns(st[-1], c)]
+        var = (name if name in given else self.fresh(name)) if name else next(iter(given), None)
         var = var or self.fresh("branch")
         out = []
-        for head, (code, st) in zip((f"if {self.value(flag)}:", "else:"), blocks):
+        for head, (code, st) in zip((f"if {test or self.value(flag)}:", "else:"), blocks):
             out.append(head)
             out += ["    " + line for stmt in st for line in stmt.split("\n")]
-            if not (st and st[-1].startswith(f"{var} = ") and code == var):
+            if not (st and _assigns(st[-1], var) and code == var):
                 out.append(f"    {var} = {code}")
         self.stmts += out
         return var
+
+    def fused_call(self, e, m) -> tuple[str, int]:
+        """A backend's built-in for node `e` (losscc.fusion): the call where its conditions
+        hold, decided in Python; the composite form in the other branch."""
+        rec = m.record
+        shape = fusion.SHAPES[rec.shape]
+        ops = {n: self.tensor_arg(m.operands[n]) for n in shape.tensors}
+        ops.update({n: self.python_value(m.operands[n]) for n in shape.scalars})
+        code = rec.call.format(**ops)
+        tests = []
+        if rec.dtypes:
+            kinds = rec.dtypes[0] if len(rec.dtypes) == 1 else f"({', '.join(rec.dtypes)})"
+            tests.append(f"{self.dtype()} {'==' if len(rec.dtypes) == 1 else 'in'} {kinds}")
+        tests += [self.b.no_grad.format(x=ops[n]) for n in rec.no_grad]
+        if not tests:
+            return code, ATOM
+        self.unfused.add(e)
+        try:
+            var = self.branch_on(" and ".join(tests), None, code, e, self.names.get(e))
+            if var is None:
+                return f"{code} if {' and '.join(tests)} else {self.value(e)}", TERNARY
+        finally:
+            self.unfused.discard(e)
+        self.exprs.append((var, e))
+        return var, ATOM
 
     def where(self, c, a, b, y_code: str | None = None) -> str:
         if y_code is None and self.static_part(c) is not None:
@@ -250,6 +292,11 @@ class OperatorLowering:
             return f"{self.op(key, x=xs, axis=pos)} if {self.need(ax)} else {xs}", TERNARY
         xs = self.tensor_arg(x) if analyse(self.b.ops[key]).slots["x"].uses > 1 else self.value(x)
         return self.call(key, x=xs, axis=pos)
+
+
+def _assigns(stmt: str, var: str) -> bool:
+    """`stmt` (a last line, maybe of a nested if/else that assigns on both sides) sets `var`."""
+    return stmt.lstrip().startswith(f"{var} = ")
 
 
 def _split(e: sp.Piecewise, k: int, s) -> sp.Piecewise:

@@ -7,7 +7,7 @@ intermediate forms.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sympy as sp
 
@@ -22,7 +22,7 @@ from .lower import MUL, Block, Locals, Lowered, Lowerer, allocate, canonical_sha
 from .parse import Program, build_program
 from .passes import Fired, context, run
 from .rewrites import RANGE_REWRITES, STABLE
-from .specialise import IGNORE_MASKS, NoneVariant, mask_symbols, specialise_none
+from .specialise import IGNORE_MASKS, NoneVariant, ValueSplit, mask_symbols, specialise_none, specialise_values
 from .spec import Spec
 
 
@@ -37,6 +37,7 @@ class Prepared:
     masks: tuple[tuple[str, sp.Symbol], ...]  # (input name, mask symbol)
     fired: tuple[Fired, ...]
     none: "NoneVariant | None" = None   # the same with every optional input at its default
+    values: "ValueSplit | None" = None  # the loss split on a float hyperparameter at 0
 
 
 # what prepare does, in order: each a named bundle of rules (losscc.passes), the last one
@@ -48,21 +49,40 @@ def prepare(spec: Spec) -> Prepared:
     prog = build_program(spec)
     masks = mask_symbols(prog, _taken(spec))
     ctx = context(prog, spec.guards.get("eps"), masks)
-    out = run(BUNDLES, ctx, prog.loss, prog.denominators, track=[e for _, e in prog.bindings])
+    track = [e for _, e in prog.bindings]
+    out = run(BUNDLES, ctx, prog.loss, prog.denominators, track=track)
     loss = out.loss
+    names = _binding_names(prog, out)
+    last_name = prog.bindings[-1][0]
+    split = specialise_values(ctx, out, lambda ranges: run(
+        BUNDLES, replace(context(prog, spec.guards.get("eps"), masks), ranges=ranges), prog.loss,
+        prog.denominators, track=track))
+    values = None
+    if split is not None:
+        loss, values, variant_names = split
+        names = {**variant_names, **names}
+        # both sides of the split carry the name of the value they give
+        inner = loss.args[0].expr if masks else loss
+        for side in inner.args:
+            if not side.expr.is_Atom and names.get(side.expr) in (None, last_name):
+                names[side.expr] = "unmasked" if masks else last_name
+    if masks:
+        inner = loss.args[0].expr
+        if values is not None or names.get(inner) == last_name:
+            names[inner] = "unmasked"
+    names[loss] = last_name
+    return Prepared(prog, loss, out.denominators, names, masks, out.fired,
+                    specialise_none(ctx, loss, out.denominators, names), values)
+
+
+def _binding_names(prog: Program, out) -> dict:
+    """Rewritten node -> the user's binding name, for the bindings that survive as nodes."""
     names: dict = {}
     for name, expr in prog.bindings:
         new = out.origin[expr]
         if not new.is_Atom and new not in names:
             names[new] = name
-    last_name = prog.bindings[-1][0]
-    if masks:
-        inner = loss.args[0].expr
-        if names.get(inner) == last_name:
-            names[inner] = "unmasked"
-    names[loss] = last_name
-    return Prepared(prog, loss, out.denominators, names, masks, out.fired,
-                    specialise_none(ctx, loss, out.denominators, names))
+    return names
 
 
 def _taken(spec: Spec) -> set[str]:
@@ -87,14 +107,15 @@ def _used_symbols(exprs) -> set[sp.Symbol]:
 
 def _lower_body(prog: Program, backend: Backend, taken: set, names: dict, symbol_vars: dict,
                 loss: sp.Expr, dens: dict, layout_from: list, general_dens: dict | None = None,
-                locals_: Locals | None = None):
+                locals_: Locals | None = None, flags: dict | None = None, values: dict | None = None):
     """Statements for the per-element loss and one Block per reduction."""
     spec = prog.spec
-    low = Lowerer(prog, backend, taken, names, symbol_vars, locals_)
+    low = Lowerer(prog, backend, taken, names, symbol_vars, locals_, flags, values)
     low.count(loss)
     for d in dens.values():
         if d is not None:
             low.count(d)
+    low.fuse_over(loss, *dens.values())
     loss_var = low.materialize(loss, names.get(loss, "loss"))
     body = list(low.stmts)
     loss_t = prog.typeof(loss)
@@ -142,20 +163,32 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
     symbol_vars.update({m: m.name for _, m in prep.masks})
     taken = _taken(spec) | {m.name for _, m in prep.masks}
     loc = Locals.allocate(prog, taken, import_names(backend))
+    # a split on a float hyperparameter tests its Python value, before it is wrapped in a tensor
+    flags, flag_lines = {}, []
+    if prep.values is not None:
+        v = prep.values
+        flags[v.cond] = allocate(v.hint, taken)
+        flag_lines.append(f"{flags[v.cond]} = {v.param} {'==' if isinstance(v.cond, sp.Eq) else '>'} 0")
+    # the Python number of a float hyperparameter a fused built-in takes, kept before the wrap
+    values = {prog.symbols[p.name]: allocate(f"{p.name}_value", taken) for p in spec.params
+              if p.kind == "float" and backend.wrap_scalars and backend.fused}
     none = prep.none
     layout_from = [prep.loss] + ([none.loss] if none else [])
     low, body, reductions = _lower_body(prog, backend, taken, prep.names, symbol_vars, prep.loss,
-                                        prep.denominators, layout_from, locals_=loc)
+                                        prep.denominators, layout_from, locals_=loc, flags=flags,
+                                        values=values)
     used = _used_symbols([prep.loss, *prep.denominators.values()])
     none_sizes: set[str] = set()
     if none is not None:
         # the None path: its own statements, the same names where they mean the same
         nlow, none_body, none_reductions = _lower_body(prog, backend, taken, none.names, symbol_vars, none.loss,
-                                                       none.denominators, layout_from, prep.denominators, loc)
+                                                       none.denominators, layout_from, prep.denominators, loc,
+                                                       flags, values)
         none_sizes = set(nlow.sizes)
         low.sizes |= nlow.sizes
         low.needs_dtype |= nlow.needs_dtype
         low.helpers += [h for h in nlow.helpers if h not in low.helpers]
+        low.values_used |= nlow.values_used
         used |= _used_symbols([none.loss, *none.denominators.values()])
     prologue: list[str] = []
     branch: list[str] = []          # only on the general path when the None path is split off
@@ -208,6 +241,8 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
                 raise SpecError([_optional_size_error(spec, axis, carriers)])
         (opt_sizes if carriers and none is not None else pre).append(f"{loc.sizes[axis]} = {code}")
     branch[:0] = opt_sizes
+    pre += flag_lines
+    pre += [f"{values[s]} = {s.name}" for s in sorted(low.values_used, key=str) if s in values]
     if backend.wrap_scalars:
         for p in spec.params:
             if p.kind == "float" and prog.symbols[p.name] in used:
@@ -242,6 +277,8 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
     names = {}
     lines = []
     for var, expr in low.exprs:
+        if names.get(expr) == var:  # the same value computed on both sides of an `if`
+            continue
         lines.append(f"{var} = {formula_text(expr, names)}")
         names[expr] = var
     # the class calls the function through a private alias when an input shadows its name

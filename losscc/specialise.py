@@ -132,3 +132,87 @@ def specialise_none(ctx: Context, loss: sp.Expr, dens: dict, names: dict) -> Non
             new_names[new] = name
     new_names[new_loss] = names[loss]
     return NoneVariant(tuple(i.name for i in opt), new_loss, new_dens, new_names)
+
+# --------------------------------------------------------------------------- float hyperparameters at a bound
+
+
+@dataclass(frozen=True)
+class ValueSplit:
+    """The loss split on a float hyperparameter `param` at its lower bound 0: `cond` is
+    ``param == 0`` or ``param > 0`` (the bound check makes the other branch the rest), the
+    condition the generated code tests in Python before the value is wrapped in a tensor."""
+
+    param: str
+    cond: sp.Basic
+    hint: str                           # the name of the Python bool in the generated code
+
+
+def _cost(e: sp.Expr) -> int:
+    """Distinct compound nodes: what the lowering computes once each."""
+    return len({n for n in sp.preorder_traversal(e) if not n.is_Atom})
+
+
+def _strip_mask(e, masks):
+    return e.args[0].expr if masks and isinstance(e, sp.Piecewise) else e
+
+
+def _at_zero(loss, p: sp.Symbol):
+    return ir.real_parts(_fold_constants(loss.xreplace({p: sp.Integer(0)})))
+
+
+def specialise_values(ctx: Context, general, rerun):
+    """Where a float hyperparameter with ``min: 0`` selects structure, the loss split on it.
+
+    Two programs are tried for each such parameter p: the general loss with p = 0
+    substituted (``label_smoothing == 0`` drops the smoothing term), and the program prepared
+    again with p known positive (``beta > 0``: a divisor needs no guard). Each one that is
+    smaller than the general program serves its side of ``p == 0``; the general program
+    serves the other side where only one is. A split is made only where the side of the
+    parameter's default is smaller, and the best single one is kept (fewest nodes there). `general` is the prepared Result; ``rerun(ranges)``
+    prepares the program again under other range facts. Returns (loss, names of the
+    variants' nodes, ValueSplit) or None."""
+    from .ranges import Ranges, facts
+
+    prog, masks = ctx.prog, ctx.masks
+    base = _strip_mask(general.loss, masks)
+    best = None
+    for par in prog.spec.params:
+        if par.kind != "float" or par.min != 0:
+            continue
+        p = prog.symbols[par.name]
+        if p not in base.free_symbols:
+            continue
+        zero = _at_zero(base, p)
+        zero = zero if _cost(zero) < _cost(base) and p not in zero.free_symbols else None
+        ranges = Ranges(prog)
+        ranges._symbols = {**ranges._symbols, par.name: facts(True, True)}
+        out = rerun(ranges)
+        pos = _strip_mask(out.loss, masks)
+        pos = pos if _cost(pos) < _cost(base) else None
+        default_side = zero if par.default == 0 else pos
+        if default_side is None:  # the common call would still run the general program
+            continue
+        score = _cost(default_side)
+        if best is not None and score >= best[0]:
+            continue
+        if zero is not None:
+            split = sp.Piecewise((zero, sp.Eq(p, 0)), (pos if pos is not None else base, True), evaluate=False)
+            cond, hint = sp.Eq(p, 0), f"{par.name}_zero"
+        else:
+            split = sp.Piecewise((pos, sp.Gt(p, 0)), (base, True), evaluate=False)
+            cond, hint = sp.Gt(p, 0), f"{par.name}_positive"
+        best = (score, split, ValueSplit(par.name, cond, hint), p, out if pos is not None else None)
+    if best is None:
+        return None
+    _, split, vs, p, pos_out = best
+    names: dict = {}
+    for name, expr in prog.bindings:  # the user's names on both sides, as in the general program
+        for out in ([pos_out] if pos_out is not None else []) + [general]:
+            node = out.origin[expr]
+            if out is general and vs.cond.func is sp.Eq:
+                node = _at_zero(node, p)
+            if not node.is_Atom and node not in names:
+                names[node] = name
+    if masks:
+        split = general.loss.func((split, general.loss.args[0].cond), *general.loss.args[1:], evaluate=False)
+    return split, vs, names

@@ -19,19 +19,23 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
+    picked = weight[target]
+    picked_1 = log_softmax(input, axis=C)[target]
+    nll = -picked*picked_1
     logp = log_softmax(input, axis=C)
     total = sum(weight*logp, axis=C)
-    picked = weight[target]
-    picked_1 = logp[target]
     unmasked = -label_smoothing*total/C - (1 - label_smoothing)*picked*picked_1
+    unmasked = where(label_smoothing == 0, nll, unmasked)
     loss = where(valid, unmasked, 0)
+    picked_2 = picked
 
-    with weight None: loss = where(valid, -(1 - label_smoothing)*picked_1 -
-        label_smoothing*sum(logp, axis=C)/C, 0)
+    with weight None: loss = where(valid, where(label_smoothing == 0, -picked_1, -(1 -
+        label_smoothing)*picked_1 - label_smoothing*sum(logp, axis=C)/C), 0)
 """
 
 import dataclasses
 
+import jax
 import jax.numpy as jnp
 
 __all__ = ["CrossEntropy", "cross_entropy"]
@@ -119,23 +123,6 @@ def _check_inputs(input, target, weight):
         )
 
 
-def _log_softmax(x, axis):
-    """x - logsumexp(x) along the axis, accurate also near 0.
-
-    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
-    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
-    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
-    among tied maxima, cancels, so each entry gets its softmax gradient.
-    """
-    peak = jnp.max(x, axis=axis, keepdims=True)
-    top = x == peak
-    shifted = x - peak
-    below = jnp.where(top, 0, jnp.exp(shifted))
-    ties = jnp.sum(top, axis=axis, keepdims=True, dtype=shifted.dtype)
-    rest = jnp.sum(below, axis=axis, keepdims=True) + (ties - 1)
-    return shifted - jnp.log1p(rest)
-
-
 def cross_entropy(
     input,
     target,
@@ -175,15 +162,23 @@ def cross_entropy(
     N = input.shape[0]
     C = input.shape[1]
     D = tuple(input.shape[2:])
+    label_smoothing_zero = label_smoothing == 0
     target = jnp.reshape(target, (N, 1) + D)
     valid = target != ignore_index
     target = jnp.where(valid, target, jnp.zeros_like(target))
     # specialised: the defaults substituted into the loss
     if weight is None:
-        logp = _log_softmax(input, -(1 + len(D)))
-        picked = jnp.take_along_axis(logp, target, axis=-(1 + len(D)))
-        total = jnp.sum(logp, axis=-(1 + len(D)), keepdims=True)
-        unmasked = -((1 - label_smoothing) * picked) - label_smoothing * total / C
+        if label_smoothing_zero:
+            picked = jnp.take_along_axis(
+                input, target, axis=-(1 + len(D))
+            ) - jax.nn.logsumexp(input, axis=-(1 + len(D)), keepdims=True)
+            nll = -picked
+            unmasked = nll
+        else:
+            logp = jax.nn.log_softmax(input, axis=-(1 + len(D)))
+            picked = jnp.take_along_axis(logp, target, axis=-(1 + len(D)))
+            total = jnp.sum(logp, axis=-(1 + len(D)), keepdims=True)
+            unmasked = -((1 - label_smoothing) * picked) - label_smoothing * total / C
         loss = jnp.where(valid, unmasked, 0)
         if reduction == "none":
             result = jnp.reshape(loss, (N,) + D)
@@ -193,20 +188,30 @@ def cross_entropy(
             result = jnp.sum(loss) / jnp.sum(jnp.astype(valid, dtype))
     else:
         weight = jnp.reshape(weight, (C,) + (1,) * len(D))
-        logp = _log_softmax(input, -(1 + len(D)))
-        total = jnp.sum(weight * logp, axis=-(1 + len(D)), keepdims=True)
-        picked = jnp.take(weight, target)
-        picked_1 = jnp.take_along_axis(logp, target, axis=-(1 + len(D)))
-        unmasked = (
-            -(label_smoothing * total / C) - (1 - label_smoothing) * picked * picked_1
-        )
+        if label_smoothing_zero:
+            picked = jnp.take(weight, target)
+            picked_1 = jnp.take_along_axis(
+                input, target, axis=-(1 + len(D))
+            ) - jax.nn.logsumexp(input, axis=-(1 + len(D)), keepdims=True)
+            nll = -(picked * picked_1)
+            unmasked = nll
+        else:
+            logp = jax.nn.log_softmax(input, axis=-(1 + len(D)))
+            total = jnp.sum(weight * logp, axis=-(1 + len(D)), keepdims=True)
+            picked = jnp.take(weight, target)
+            picked_1 = jnp.take_along_axis(logp, target, axis=-(1 + len(D)))
+            unmasked = (
+                -(label_smoothing * total / C)
+                - (1 - label_smoothing) * picked * picked_1
+            )
         loss = jnp.where(valid, unmasked, 0)
         if reduction == "none":
             result = jnp.reshape(loss, (N,) + D)
         elif reduction == "sum":
             result = jnp.sum(loss)
         else:
-            result = jnp.sum(loss) / jnp.sum(jnp.where(valid, picked, 0))
+            picked_2 = jnp.take(weight, target)
+            result = jnp.sum(loss) / jnp.sum(jnp.where(valid, picked_2, 0))
     return jnp.astype(result, in_dtype) if half else result
 
 

@@ -15,8 +15,8 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     d = abs(input - target)
-    t = d < beta
-    loss = where(t, 0.5*d**2*where(t, beta, 1)**(-1), -0.5*beta + d)
+    loss = where(d < beta, 0.5*d**2/beta, -0.5*beta + d)
+    loss = where(beta == 0, d, loss)
 """
 
 import dataclasses
@@ -100,9 +100,13 @@ def smooth_l1(input, target, *, beta=1.0, reduction="mean"):
     if half:  # computed in float32, returned in the inputs' dtype
         input = jnp.astype(input, jnp.float32)
         target = jnp.astype(target, jnp.float32)
-    d = _abs(input - target)
-    t = d < beta
-    loss = jnp.where(t, 0.5 * d**2 / jnp.where(t, beta, 1), d - 0.5 * beta)
+    beta_zero = beta == 0
+    if beta_zero:
+        d = _abs(input - target)
+        loss = d
+    else:
+        d = _abs(input - target)
+        loss = jnp.where(d < beta, 0.5 * d**2 / beta, d - 0.5 * beta)
     if reduction == "none":
         result = loss
     elif reduction == "sum":

@@ -17,6 +17,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
     t = target > 0
     plain = where(t, target*(-input + log(where(t, target, 1))), 0)
+    loss = where(log_target, (target - input)*exp(target), plain)
 """
 
 import mindspore as ms

@@ -15,8 +15,8 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     d = abs(input - target)
-    t = d < beta
-    loss = where(t, 0.5*d**2*where(t, beta, 1)**(-1), -0.5*beta + d)
+    loss = where(d < beta, 0.5*d**2/beta, -0.5*beta + d)
+    loss = where(beta == 0, d, loss)
 """
 
 import mindspore as ms
@@ -95,10 +95,18 @@ def smooth_l1(input, target, beta=1.0, reduction="mean"):
         input = ops.cast(input, ms.float32)
         target = ops.cast(target, ms.float32)
     dtype = input.dtype
+    beta_zero = beta == 0
+    beta_value = beta
     beta = ms.Tensor(beta, dtype)
-    d = ops.abs(input - target)
-    t = d < beta
-    loss = ops.where(t, 0.5 * d**2 / ops.where(t, beta, 1), d - 0.5 * beta)
+    if beta_zero:
+        d = ops.abs(input - target)
+        loss = d
+    else:
+        if dtype == ms.float32:
+            loss = ops.smooth_l1_loss(input, target, beta_value, "none")
+        else:
+            d = ops.abs(input - target)
+            loss = ops.where(d < beta, 0.5 * d**2 / beta, d - 0.5 * beta)
     if reduction == "none":
         result = loss
     elif reduction == "sum":

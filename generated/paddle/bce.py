@@ -33,6 +33,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 """
 
 import paddle
+import paddle.nn.functional as F
 from paddle import nn
 
 __all__ = ["BCELoss", "Bce", "bce"]
@@ -114,18 +115,22 @@ def bce(input, target=None, weight=None, reduction="mean", name=None, *, label=N
         target = paddle.cast(target, "float32")
         if weight is not None:
             weight = paddle.cast(weight, "float32")
+    dtype = input.dtype
     # specialised: the defaults substituted into the loss
     if weight is None:
-        p = paddle.assign(input).detach()
-        slope = paddle.assign(
-            (p - target) / paddle.clip((1 - p) * p, min=9.999999960041972e-13)
-        ).detach()
-        t = -p
-        loss = (
-            (input - p) * slope
-            - target * paddle.clip(paddle.log(p), min=-100)
-            - (1 - target) * paddle.clip(paddle.log1p(t), min=-100)
-        )
+        if dtype == paddle.float32 and target.stop_gradient:
+            loss = F.binary_cross_entropy(input, target, reduction="none")
+        else:
+            p = paddle.assign(input).detach()
+            slope = paddle.assign(
+                (p - target) / paddle.clip((1 - p) * p, min=9.999999960041972e-13)
+            ).detach()
+            t = -p
+            loss = (
+                (input - p) * slope
+                - target * paddle.clip(paddle.log(p), min=-100)
+                - (1 - target) * paddle.clip(paddle.log1p(t), min=-100)
+            )
         if reduction == "none":
             result = loss
         elif reduction == "sum":

@@ -19,15 +19,18 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
+    picked = weight[target]
+    picked_1 = log_softmax(input, axis=C)[target]
+    nll = -picked*picked_1
     logp = log_softmax(input, axis=C)
     total = sum(weight*logp, axis=C)
-    picked = weight[target]
-    picked_1 = logp[target]
     unmasked = -label_smoothing*total/C - (1 - label_smoothing)*picked*picked_1
+    unmasked = where(label_smoothing == 0, nll, unmasked)
     loss = where(valid, unmasked, 0)
+    picked_2 = picked
 
-    with weight None: loss = where(valid, -(1 - label_smoothing)*picked_1 -
-        label_smoothing*sum(logp, axis=C)/C, 0)
+    with weight None: loss = where(valid, where(label_smoothing == 0, -picked_1, -(1 -
+        label_smoothing)*picked_1 - label_smoothing*sum(logp, axis=C)/C), 0)
 """
 
 import paddle
@@ -118,21 +121,14 @@ def _check_inputs(input, target, weight):
         )
 
 
-def _log_softmax(x, axis):
-    """x - logsumexp(x) along the axis, accurate also near 0.
+def _logsumexp(x, axis):
+    """log(sum(exp(x), axis)), keeping the axis; exact for logits of any size.
 
-    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
-    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
-    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
-    among tied maxima, cancels, so each entry gets its softmax gradient.
+    The maximum is shifted out; its gradient is dropped because the result does not depend
+    on it (the gradient of x is softmax(x) either way).
     """
-    peak = paddle.amax(x, axis=axis, keepdim=True)
-    top = x >= peak  # x == peak: the CPU equal kernel's scalar path has a tolerance
-    shifted = x - peak
-    below = paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted))
-    ties = paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True)
-    rest = paddle.sum(below, axis=axis, keepdim=True) + (ties - 1)
-    return shifted - paddle.log1p(rest)
+    peak = paddle.amax(x, axis=axis, keepdim=True).detach()
+    return peak + paddle.log(paddle.sum(paddle.exp(x - peak), axis=axis, keepdim=True))
 
 
 def _shape(x):
@@ -192,20 +188,28 @@ def cross_entropy(
     N = _shape(input)[0]
     C = _shape(input)[1]
     D = tuple(_shape(input)[2:])
+    label_smoothing_zero = label_smoothing == 0
     label_smoothing = paddle.full([], label_smoothing, dtype=dtype)
     target = paddle.reshape(target, (N, 1) + D)
     valid = target != ignore_index
     target = paddle.where(valid, target, paddle.zeros_like(target))
     # specialised: the defaults substituted into the loss
     if weight is None:
-        logp = _log_softmax(input, -(1 + len(D)))
-        picked = paddle.take_along_axis(
-            logp, target, axis=-(1 + len(D)), broadcast=False
-        )
-        total = paddle.sum(logp, axis=-(1 + len(D)), keepdim=True)
-        unmasked = -(
-            (1 - label_smoothing) * picked
-        ) - label_smoothing * total / paddle.full([], C, dtype=dtype)
+        if label_smoothing_zero:
+            picked = paddle.take_along_axis(
+                input, target, axis=-(1 + len(D)), broadcast=False
+            ) - _logsumexp(input, -(1 + len(D)))
+            nll = -picked
+            unmasked = nll
+        else:
+            logp = input - _logsumexp(input, -(1 + len(D)))
+            picked = paddle.take_along_axis(
+                logp, target, axis=-(1 + len(D)), broadcast=False
+            )
+            total = paddle.sum(logp, axis=-(1 + len(D)), keepdim=True)
+            unmasked = -(
+                (1 - label_smoothing) * picked
+            ) - label_smoothing * total / paddle.full([], C, dtype=dtype)
         loss = paddle.where(valid, unmasked, paddle.full_like(unmasked, 0))
         if reduction == "none":
             result = paddle.reshape(loss, (N,) + D)
@@ -215,25 +219,34 @@ def cross_entropy(
             result = loss.sum() / paddle.cast(valid, dtype).sum()
     else:
         weight = paddle.reshape(weight, (C,) + (1,) * len(D))
-        logp = _log_softmax(input, -(1 + len(D)))
-        total = paddle.sum(weight * logp, axis=-(1 + len(D)), keepdim=True)
-        picked = paddle.take(weight, target)
-        picked_1 = paddle.take_along_axis(
-            logp, target, axis=-(1 + len(D)), broadcast=False
-        )
-        unmasked = (
-            -(label_smoothing * total / paddle.full([], C, dtype=dtype))
-            - (1 - label_smoothing) * picked * picked_1
-        )
+        if label_smoothing_zero:
+            picked = paddle.take(weight, target)
+            picked_1 = paddle.take_along_axis(
+                input, target, axis=-(1 + len(D)), broadcast=False
+            ) - _logsumexp(input, -(1 + len(D)))
+            nll = -(picked * picked_1)
+            unmasked = nll
+        else:
+            logp = input - _logsumexp(input, -(1 + len(D)))
+            total = paddle.sum(weight * logp, axis=-(1 + len(D)), keepdim=True)
+            picked = paddle.take(weight, target)
+            picked_1 = paddle.take_along_axis(
+                logp, target, axis=-(1 + len(D)), broadcast=False
+            )
+            unmasked = (
+                -(label_smoothing * total / paddle.full([], C, dtype=dtype))
+                - (1 - label_smoothing) * picked * picked_1
+            )
         loss = paddle.where(valid, unmasked, paddle.full_like(unmasked, 0))
         if reduction == "none":
             result = paddle.reshape(loss, (N,) + D)
         elif reduction == "sum":
             result = loss.sum()
         else:
+            picked_2 = paddle.take(weight, target)
             result = (
                 loss.sum()
-                / paddle.where(valid, picked, paddle.full_like(picked, 0)).sum()
+                / paddle.where(valid, picked_2, paddle.full_like(picked_2, 0)).sum()
             )
     return paddle.cast(result, in_dtype) if half else result
 

@@ -16,12 +16,16 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    q = label_smoothing/C + target*(1 - label_smoothing)
     log_probs = log_softmax(input, axis=C)
+    total = sum(target*weight*log_probs, axis=C)
+    loss = -total
+    q = label_smoothing/C + target*(1 - label_smoothing)
     total = sum(weight*q*log_probs, axis=C)
     loss = -total
+    loss = where(label_smoothing == 0, loss, loss)
 
-    with weight None: loss = -sum(q*log_probs, axis=C)
+    with weight None: loss = where(label_smoothing == 0, -sum(target*log_probs, axis=C),
+        -sum(q*log_probs, axis=C))
 """
 
 import paddle
@@ -109,21 +113,14 @@ def _check_inputs(input, target, weight):
         )
 
 
-def _log_softmax(x, axis):
-    """x - logsumexp(x) along the axis, accurate also near 0.
+def _logsumexp(x, axis):
+    """log(sum(exp(x), axis)), keeping the axis; exact for logits of any size.
 
-    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
-    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
-    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
-    among tied maxima, cancels, so each entry gets its softmax gradient.
+    The maximum is shifted out; its gradient is dropped because the result does not depend
+    on it (the gradient of x is softmax(x) either way).
     """
-    peak = paddle.amax(x, axis=axis, keepdim=True)
-    top = x >= peak  # x == peak: the CPU equal kernel's scalar path has a tolerance
-    shifted = x - peak
-    below = paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted))
-    ties = paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True)
-    rest = paddle.sum(below, axis=axis, keepdim=True) + (ties - 1)
-    return shifted - paddle.log1p(rest)
+    peak = paddle.amax(x, axis=axis, keepdim=True).detach()
+    return peak + paddle.log(paddle.sum(paddle.exp(x - peak), axis=axis, keepdim=True))
 
 
 def _shape(x):
@@ -170,15 +167,21 @@ def cross_entropy_probs(
     N = _shape(input)[0]
     C = _shape(input)[1]
     D = tuple(_shape(input)[2:])
+    label_smoothing_zero = label_smoothing == 0
     label_smoothing = paddle.full([], label_smoothing, dtype=dtype)
     # specialised: the defaults substituted into the loss
     if weight is None:
-        q = label_smoothing / paddle.full([], C, dtype=dtype) + target * (
-            1 - label_smoothing
-        )
-        log_probs = _log_softmax(input, -(1 + len(D)))
-        total = paddle.sum(q * log_probs, axis=-(1 + len(D)), keepdim=True)
-        loss = -total
+        if label_smoothing_zero:
+            log_probs = input - _logsumexp(input, -(1 + len(D)))
+            total = paddle.sum(target * log_probs, axis=-(1 + len(D)), keepdim=True)
+            loss = -total
+        else:
+            q = label_smoothing / paddle.full([], C, dtype=dtype) + target * (
+                1 - label_smoothing
+            )
+            log_probs = input - _logsumexp(input, -(1 + len(D)))
+            total = paddle.sum(q * log_probs, axis=-(1 + len(D)), keepdim=True)
+            loss = -total
         if reduction == "none":
             result = paddle.reshape(loss, (N,) + D)
         elif reduction == "sum":
@@ -187,12 +190,19 @@ def cross_entropy_probs(
             result = loss.mean()
     else:
         weight = paddle.reshape(weight, (C,) + (1,) * len(D))
-        q = label_smoothing / paddle.full([], C, dtype=dtype) + target * (
-            1 - label_smoothing
-        )
-        log_probs = _log_softmax(input, -(1 + len(D)))
-        total = paddle.sum(weight * q * log_probs, axis=-(1 + len(D)), keepdim=True)
-        loss = -total
+        if label_smoothing_zero:
+            log_probs = input - _logsumexp(input, -(1 + len(D)))
+            total = paddle.sum(
+                target * weight * log_probs, axis=-(1 + len(D)), keepdim=True
+            )
+            loss = -total
+        else:
+            q = label_smoothing / paddle.full([], C, dtype=dtype) + target * (
+                1 - label_smoothing
+            )
+            log_probs = input - _logsumexp(input, -(1 + len(D)))
+            total = paddle.sum(weight * q * log_probs, axis=-(1 + len(D)), keepdim=True)
+            loss = -total
         if reduction == "none":
             result = paddle.reshape(loss, (N,) + D)
         elif reduction == "sum":

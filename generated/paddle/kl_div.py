@@ -17,9 +17,11 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
     t = target > 0
     plain = where(t, target*(-input + log(where(t, target, 1))), 0)
+    loss = where(log_target, (target - input)*exp(target), plain)
 """
 
 import paddle
+import paddle.nn.functional as F
 from paddle import nn
 
 __all__ = ["KLDivLoss", "KlDiv", "kl_div"]
@@ -135,11 +137,14 @@ def kl_div(
     if log_target:
         loss = (target - input) * paddle.exp(target)
     else:
-        t = target > 0
-        t_1 = target * (
-            paddle.log(paddle.where(t, target, paddle.full_like(target, 1))) - input
-        )
-        plain = paddle.where(t, t_1, paddle.full_like(t_1, 0))
+        if target.stop_gradient:
+            plain = F.kl_div(input, target, reduction="none")
+        else:
+            t = target > 0
+            t_1 = target * (
+                paddle.log(paddle.where(t, target, paddle.full_like(target, 1))) - input
+            )
+            plain = paddle.where(t, t_1, paddle.full_like(t_1, 0))
         loss = plain
     if reduction == "none":
         result = loss

@@ -22,7 +22,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     t = target > 1
     t_2 = -target + 0.5*log(where(t, 2*pi*target, 1)) + target*log(where(t, target, 1))
     stirling = where(t, t_2, 0)
-    loss = nll + where(full, stirling, 0)
+    stirling = where(full, stirling, 0)
+    loss = nll + stirling
 """
 
 import paddle

@@ -15,11 +15,12 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     d = abs(input - target)
-    t = d < beta
-    loss = where(t, 0.5*d**2*where(t, beta, 1)**(-1), -0.5*beta + d)
+    loss = where(d < beta, 0.5*d**2/beta, -0.5*beta + d)
+    loss = where(beta == 0, d, loss)
 """
 
 import paddle
+import paddle.nn.functional as F
 from paddle import nn
 
 __all__ = ["SmoothL1", "smooth_l1"]
@@ -104,14 +105,20 @@ def smooth_l1(
         input = paddle.cast(input, "float32")
         target = paddle.cast(target, "float32")
     dtype = input.dtype
+    beta_zero = beta == 0
+    beta_value = beta
     beta = paddle.full([], beta, dtype=dtype)
-    d = paddle.abs(input - target)
-    t = d < beta
-    loss = paddle.where(
-        t,
-        0.5 * paddle.square(d) / paddle.where(t, beta, paddle.full_like(beta, 1)),
-        d - 0.5 * beta,
-    )
+    if beta_zero:
+        d = paddle.abs(input - target)
+        loss = d
+    else:
+        if dtype == paddle.float32:
+            loss = F.smooth_l1_loss(
+                input, target, reduction="none", delta=beta_value, is_huber=False
+            )
+        else:
+            d = paddle.abs(input - target)
+            loss = paddle.where(d < beta, 0.5 * paddle.square(d) / beta, d - 0.5 * beta)
     if reduction == "none":
         result = loss
     elif reduction == "sum":

@@ -99,10 +99,18 @@ class Backend:
     load_order: int = 0
     # the optional-dependency group of losscc's pyproject.toml that installs the framework
     extra: str = "frameworks"
+    # fused built-ins (losscc.fusion.Fused records) and how a tensor is tested for needing
+    # no gradient ({x}; empty: it cannot be, and no record may ask it)
+    fused: tuple = ()
+    no_grad: str = ""
 
     def __post_init__(self):
         # the spellings over the base table, checked against the operator interface
         object.__setattr__(self, "ops", table(self.name, self.ops, self.helpers))
+        if self.fused:
+            from ..fusion import check_records
+
+            check_records(self.name, self.fused, self.no_grad)
 
     def op(self, key: str, **operands) -> str:
         try:

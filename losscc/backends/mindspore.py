@@ -1,6 +1,7 @@
 """MindSpore: lowering table (``mindspore.ops``; runs in PyNative, GRAPH_MODE and ``ms.jit``)
 and verify's runner.  MindSpore is imported by the runner only."""
 
+from ..fusion import Fused
 from . import Backend, _freeze, call_inputs
 
 # log_softmax near 0 (a dominant logit): x - logsumexp(x) cancels to an absolute error of an
@@ -146,6 +147,11 @@ BACKEND = Backend(
     runner=Runner,
     load_order=-1,  # before any other framework: Paddle's libdnnl loaded first breaks MindSpore's CPU kernels
     imports=("import mindspore as ms", "from mindspore import nn, ops"),
+    # fused built-ins where they compute the same function and gradient (docs/operator_choices.md);
+    # in float64 the kernel's beta is a float32 attribute, so float32 only
+    fused=(
+        Fused("smooth_l1", 'ops.smooth_l1_loss({x}, {y}, {beta}, "none")', dtypes=("ms.float32",)),
+    ),
     wrap_scalars=True,  # MindSpore rounds Python floats to float32, even in float64 arithmetic
     scalar="ms.Tensor({value}, {dtype})",
     ops=_freeze({

@@ -1,6 +1,7 @@
 """PaddlePaddle: lowering table (``paddle`` and ``paddle.nn.functional``; eager and
 ``to_static``) and verify's runner.  Paddle is imported by the runner only."""
 
+from ..fusion import Fused
 from . import Backend, _freeze, call_inputs
 
 # paddle.logsumexp's CPU kernel costs about 1.5x this composition, forward and backward
@@ -155,6 +156,19 @@ BACKEND = Backend(
     ),
     quiet_env=_freeze({"GLOG_minloglevel": "2"}),  # the C++ (glog) log lines
     imports=("import paddle", "import paddle.nn.functional as F", "from paddle import nn"),
+    # fused built-ins where they compute the same function and gradient (docs/operator_choices.md);
+    # in float64 their float hyperparameter is a float32 attribute, so float32 only
+    fused=(
+        Fused("smooth_l1", 'F.smooth_l1_loss({x}, {y}, reduction="none", delta={beta}, is_huber=False)',
+              dtypes=("paddle.float32",)),
+        Fused("huber", 'F.smooth_l1_loss({x}, {y}, reduction="none", delta={delta})', dtypes=("paddle.float32",)),
+        # these two give no gradient for the label: only where it needs none (data labels);
+        # BCE's float64 kernel clamps p (1 - p) at a float64 1e-12, the spec at float32's
+        Fused("bce", 'F.binary_cross_entropy({x}, {y}, reduction="none")', dtypes=("paddle.float32",),
+              no_grad=("y",)),
+        Fused("kl_div", 'F.kl_div({x}, {y}, reduction="none")', no_grad=("y",)),
+    ),
+    no_grad="{x}.stop_gradient",
     where_scalars=False,  # paddle.where rejects int scalars and warns on float ones
     # under to_static a Layer's float attributes reach float64 arithmetic rounded to float32
     wrap_scalars=True,
