@@ -35,7 +35,6 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
 import dataclasses
 
-import jax
 import jax.numpy as jnp
 
 __all__ = ["CrossEntropy", "cross_entropy"]
@@ -123,6 +122,40 @@ def _check_inputs(input, target, weight):
         )
 
 
+def _gather_log_softmax(x, axis, index):
+    """log_softmax(x)[index] along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """
+    peak = jnp.max(x, axis=axis, keepdims=True)
+    top = x == peak
+    shifted = x - peak
+    below = jnp.where(top, 0, jnp.exp(shifted))
+    ties = jnp.sum(top, axis=axis, keepdims=True, dtype=shifted.dtype)
+    rest = jnp.sum(below, axis=axis, keepdims=True) + (ties - 1)
+    return jnp.take_along_axis(shifted, index, axis=axis) - jnp.log1p(rest)
+
+
+def _log_softmax(x, axis):
+    """x - logsumexp(x) along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """
+    peak = jnp.max(x, axis=axis, keepdims=True)
+    top = x == peak
+    shifted = x - peak
+    below = jnp.where(top, 0, jnp.exp(shifted))
+    ties = jnp.sum(top, axis=axis, keepdims=True, dtype=shifted.dtype)
+    rest = jnp.sum(below, axis=axis, keepdims=True) + (ties - 1)
+    return shifted - jnp.log1p(rest)
+
+
 def cross_entropy(
     input,
     target,
@@ -169,13 +202,11 @@ def cross_entropy(
     # specialised: the defaults substituted into the loss
     if weight is None:
         if label_smoothing_zero:
-            picked = jnp.take_along_axis(
-                input, target, axis=-(1 + len(D))
-            ) - jax.nn.logsumexp(input, axis=-(1 + len(D)), keepdims=True)
+            picked = _gather_log_softmax(input, -(1 + len(D)), target)
             nll = -picked
             unmasked = nll
         else:
-            logp = jax.nn.log_softmax(input, axis=-(1 + len(D)))
+            logp = _log_softmax(input, -(1 + len(D)))
             picked = jnp.take_along_axis(logp, target, axis=-(1 + len(D)))
             total = jnp.sum(logp, axis=-(1 + len(D)), keepdims=True)
             unmasked = -((1 - label_smoothing) * picked) - label_smoothing * total / C
@@ -190,13 +221,11 @@ def cross_entropy(
         weight = jnp.reshape(weight, (C,) + (1,) * len(D))
         if label_smoothing_zero:
             picked = jnp.take(weight, target)
-            picked_1 = jnp.take_along_axis(
-                input, target, axis=-(1 + len(D))
-            ) - jax.nn.logsumexp(input, axis=-(1 + len(D)), keepdims=True)
+            picked_1 = _gather_log_softmax(input, -(1 + len(D)), target)
             nll = -(picked * picked_1)
             unmasked = nll
         else:
-            logp = jax.nn.log_softmax(input, axis=-(1 + len(D)))
+            logp = _log_softmax(input, -(1 + len(D)))
             total = jnp.sum(weight * logp, axis=-(1 + len(D)), keepdims=True)
             picked = jnp.take(weight, target)
             picked_1 = jnp.take_along_axis(logp, target, axis=-(1 + len(D)))

@@ -30,7 +30,6 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
 import dataclasses
 
-import jax
 import jax.numpy as jnp
 
 __all__ = ["CrossEntropyProbs", "cross_entropy_probs"]
@@ -115,6 +114,23 @@ def _check_inputs(input, target, weight):
         )
 
 
+def _log_softmax(x, axis):
+    """x - logsumexp(x) along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """
+    peak = jnp.max(x, axis=axis, keepdims=True)
+    top = x == peak
+    shifted = x - peak
+    below = jnp.where(top, 0, jnp.exp(shifted))
+    ties = jnp.sum(top, axis=axis, keepdims=True, dtype=shifted.dtype)
+    rest = jnp.sum(below, axis=axis, keepdims=True) + (ties - 1)
+    return shifted - jnp.log1p(rest)
+
+
 def cross_entropy_probs(
     input, target, weight=None, *, label_smoothing=0.0, reduction="mean"
 ):
@@ -149,12 +165,12 @@ def cross_entropy_probs(
     # specialised: the defaults substituted into the loss
     if weight is None:
         if label_smoothing_zero:
-            log_probs = jax.nn.log_softmax(input, axis=-(1 + len(D)))
+            log_probs = _log_softmax(input, -(1 + len(D)))
             total = jnp.sum(target * log_probs, axis=-(1 + len(D)), keepdims=True)
             loss = -total
         else:
             q = label_smoothing / C + target * (1 - label_smoothing)
-            log_probs = jax.nn.log_softmax(input, axis=-(1 + len(D)))
+            log_probs = _log_softmax(input, -(1 + len(D)))
             total = jnp.sum(q * log_probs, axis=-(1 + len(D)), keepdims=True)
             loss = -total
         if reduction == "none":
@@ -166,14 +182,14 @@ def cross_entropy_probs(
     else:
         weight = jnp.reshape(weight, (C,) + (1,) * len(D))
         if label_smoothing_zero:
-            log_probs = jax.nn.log_softmax(input, axis=-(1 + len(D)))
+            log_probs = _log_softmax(input, -(1 + len(D)))
             total = jnp.sum(
                 target * weight * log_probs, axis=-(1 + len(D)), keepdims=True
             )
             loss = -total
         else:
             q = label_smoothing / C + target * (1 - label_smoothing)
-            log_probs = jax.nn.log_softmax(input, axis=-(1 + len(D)))
+            log_probs = _log_softmax(input, -(1 + len(D)))
             total = jnp.sum(weight * q * log_probs, axis=-(1 + len(D)), keepdims=True)
             loss = -total
         if reduction == "none":

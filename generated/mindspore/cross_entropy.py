@@ -121,6 +121,58 @@ def _check_inputs(input, target, weight):
         )
 
 
+def _log1p(x):
+    """log(1 + x), accurate near 0: Goldberg's log(1 + x) * x / ((1 + x) - 1), and x where
+    1 + x rounds to 1 (the CPU kernel computes log(1 + x)); in float64, since the float32
+    log is not accurate enough near 1 for the quotient."""
+    y = ops.cast(x, ms.float64)
+    u = 1 + y
+    z = u - 1
+    keep = ops.logical_or(z == 0, ops.isinf(y))
+    out = ops.where(keep, y, ops.log(u) * (y / ops.where(keep, ops.ones_like(z), z)))
+    return ops.cast(out, x.dtype)
+
+
+def _gather_log_softmax(x, axis, index):
+    """log_softmax(x)[index] along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    In float64 also for float32 input: the float32 exp kernel is off by about eps * |x|
+    (2e-5 at |x| = 80) and log by 1.6e-6 absolute.
+    """
+    y = ops.cast(x, ms.float64)
+    peak = ops.amax(y, axis, keepdims=True)
+    top = y == peak
+    shifted = y - peak
+    below = ops.where(top, ops.zeros_like(y), ops.exp(shifted))
+    ties = ops.sum(ops.cast(top, y.dtype), axis, keepdim=True)
+    rest = ops.sum(below, axis, keepdim=True) + (ties - 1)
+    return ops.cast(ops.gather_elements(shifted, axis, index) - _log1p(rest), x.dtype)
+
+
+def _log_softmax(x, axis):
+    """x - logsumexp(x) along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    In float64 also for float32 input: the float32 exp kernel is off by about eps * |x|
+    (2e-5 at |x| = 80) and log by 1.6e-6 absolute.
+    """
+    y = ops.cast(x, ms.float64)
+    peak = ops.amax(y, axis, keepdims=True)
+    top = y == peak
+    shifted = y - peak
+    below = ops.where(top, ops.zeros_like(y), ops.exp(shifted))
+    ties = ops.sum(ops.cast(top, y.dtype), axis, keepdim=True)
+    rest = ops.sum(below, axis, keepdim=True) + (ties - 1)
+    return ops.cast(shifted - _log1p(rest), x.dtype)
+
+
 def cross_entropy(
     input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0
 ):
@@ -162,13 +214,11 @@ def cross_entropy(
     # specialised: the defaults substituted into the loss
     if weight is None:
         if label_smoothing_zero:
-            picked = ops.gather_elements(input, -(1 + len(D)), target) - ops.logsumexp(
-                input, -(1 + len(D)), keepdim=True
-            )
+            picked = _gather_log_softmax(input, -(1 + len(D)), target)
             nll = -picked
             unmasked = nll
         else:
-            logp = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
+            logp = _log_softmax(input, -(1 + len(D)))
             picked = ops.gather_elements(logp, -(1 + len(D)), target)
             total = ops.sum(logp, -(1 + len(D)), keepdim=True)
             unmasked = -((1 - label_smoothing) * picked) - label_smoothing * total / C
@@ -183,13 +233,11 @@ def cross_entropy(
         weight = ops.reshape(weight, (C,) + (1,) * len(D))
         if label_smoothing_zero:
             picked = ops.gather(ops.reshape(weight, (-1,)), target, 0)
-            picked_1 = ops.gather_elements(
-                input, -(1 + len(D)), target
-            ) - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
+            picked_1 = _gather_log_softmax(input, -(1 + len(D)), target)
             nll = -(picked * picked_1)
             unmasked = nll
         else:
-            logp = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
+            logp = _log_softmax(input, -(1 + len(D)))
             total = ops.sum(weight * logp, -(1 + len(D)), keepdim=True)
             picked = ops.gather(ops.reshape(weight, (-1,)), target, 0)
             picked_1 = ops.gather_elements(logp, -(1 + len(D)), target)

@@ -113,6 +113,38 @@ def _check_inputs(input, target, weight):
         )
 
 
+def _log1p(x):
+    """log(1 + x), accurate near 0: Goldberg's log(1 + x) * x / ((1 + x) - 1), and x where
+    1 + x rounds to 1 (the CPU kernel computes log(1 + x)); in float64, since the float32
+    log is not accurate enough near 1 for the quotient."""
+    y = ops.cast(x, ms.float64)
+    u = 1 + y
+    z = u - 1
+    keep = ops.logical_or(z == 0, ops.isinf(y))
+    out = ops.where(keep, y, ops.log(u) * (y / ops.where(keep, ops.ones_like(z), z)))
+    return ops.cast(out, x.dtype)
+
+
+def _log_softmax(x, axis):
+    """x - logsumexp(x) along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    In float64 also for float32 input: the float32 exp kernel is off by about eps * |x|
+    (2e-5 at |x| = 80) and log by 1.6e-6 absolute.
+    """
+    y = ops.cast(x, ms.float64)
+    peak = ops.amax(y, axis, keepdims=True)
+    top = y == peak
+    shifted = y - peak
+    below = ops.where(top, ops.zeros_like(y), ops.exp(shifted))
+    ties = ops.sum(ops.cast(top, y.dtype), axis, keepdim=True)
+    rest = ops.sum(below, axis, keepdim=True) + (ties - 1)
+    return ops.cast(shifted - _log1p(rest), x.dtype)
+
+
 def cross_entropy_probs(
     input, target, weight=None, *, label_smoothing=0.0, reduction="mean"
 ):
@@ -149,12 +181,12 @@ def cross_entropy_probs(
     # specialised: the defaults substituted into the loss
     if weight is None:
         if label_smoothing_zero:
-            log_probs = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
+            log_probs = _log_softmax(input, -(1 + len(D)))
             total = ops.sum(target * log_probs, -(1 + len(D)), keepdim=True)
             loss = -total
         else:
             q = label_smoothing / C + target * (1 - label_smoothing)
-            log_probs = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
+            log_probs = _log_softmax(input, -(1 + len(D)))
             total = ops.sum(q * log_probs, -(1 + len(D)), keepdim=True)
             loss = -total
         if reduction == "none":
@@ -166,12 +198,12 @@ def cross_entropy_probs(
     else:
         weight = ops.reshape(weight, (C,) + (1,) * len(D))
         if label_smoothing_zero:
-            log_probs = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
+            log_probs = _log_softmax(input, -(1 + len(D)))
             total = ops.sum(target * weight * log_probs, -(1 + len(D)), keepdim=True)
             loss = -total
         else:
             q = label_smoothing / C + target * (1 - label_smoothing)
-            log_probs = input - ops.logsumexp(input, -(1 + len(D)), keepdim=True)
+            log_probs = _log_softmax(input, -(1 + len(D)))
             total = ops.sum(weight * q * log_probs, -(1 + len(D)), keepdim=True)
             loss = -total
         if reduction == "none":

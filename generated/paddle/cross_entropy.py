@@ -121,14 +121,39 @@ def _check_inputs(input, target, weight):
         )
 
 
-def _logsumexp(x, axis):
-    """log(sum(exp(x), axis)), keeping the axis; exact for logits of any size.
+def _gather_log_softmax(x, axis, index):
+    """log_softmax(x)[index] along the axis, accurate also near 0.
 
-    The maximum is shifted out; its gradient is dropped because the result does not depend
-    on it (the gradient of x is softmax(x) either way).
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
     """
-    peak = paddle.amax(x, axis=axis, keepdim=True).detach()
-    return peak + paddle.log(paddle.sum(paddle.exp(x - peak), axis=axis, keepdim=True))
+    peak = paddle.amax(x, axis=axis, keepdim=True)
+    top = x >= peak  # x == peak: the CPU equal kernel's scalar path has a tolerance
+    shifted = x - peak
+    below = paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted))
+    ties = paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True)
+    rest = paddle.sum(below, axis=axis, keepdim=True) + (ties - 1)
+    shifted = paddle.take_along_axis(shifted, index, axis=axis, broadcast=False)
+    return shifted - paddle.log1p(rest)
+
+
+def _log_softmax(x, axis):
+    """x - logsumexp(x) along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """
+    peak = paddle.amax(x, axis=axis, keepdim=True)
+    top = x >= peak  # x == peak: the CPU equal kernel's scalar path has a tolerance
+    shifted = x - peak
+    below = paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted))
+    ties = paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True)
+    rest = paddle.sum(below, axis=axis, keepdim=True) + (ties - 1)
+    return shifted - paddle.log1p(rest)
 
 
 def _shape(x):
@@ -196,13 +221,11 @@ def cross_entropy(
     # specialised: the defaults substituted into the loss
     if weight is None:
         if label_smoothing_zero:
-            picked = paddle.take_along_axis(
-                input, target, axis=-(1 + len(D)), broadcast=False
-            ) - _logsumexp(input, -(1 + len(D)))
+            picked = _gather_log_softmax(input, -(1 + len(D)), target)
             nll = -picked
             unmasked = nll
         else:
-            logp = input - _logsumexp(input, -(1 + len(D)))
+            logp = _log_softmax(input, -(1 + len(D)))
             picked = paddle.take_along_axis(
                 logp, target, axis=-(1 + len(D)), broadcast=False
             )
@@ -221,13 +244,11 @@ def cross_entropy(
         weight = paddle.reshape(weight, (C,) + (1,) * len(D))
         if label_smoothing_zero:
             picked = paddle.take(weight, target)
-            picked_1 = paddle.take_along_axis(
-                input, target, axis=-(1 + len(D)), broadcast=False
-            ) - _logsumexp(input, -(1 + len(D)))
+            picked_1 = _gather_log_softmax(input, -(1 + len(D)), target)
             nll = -(picked * picked_1)
             unmasked = nll
         else:
-            logp = input - _logsumexp(input, -(1 + len(D)))
+            logp = _log_softmax(input, -(1 + len(D)))
             total = paddle.sum(weight * logp, axis=-(1 + len(D)), keepdim=True)
             picked = paddle.take(weight, target)
             picked_1 = paddle.take_along_axis(

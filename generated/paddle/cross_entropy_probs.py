@@ -113,14 +113,21 @@ def _check_inputs(input, target, weight):
         )
 
 
-def _logsumexp(x, axis):
-    """log(sum(exp(x), axis)), keeping the axis; exact for logits of any size.
+def _log_softmax(x, axis):
+    """x - logsumexp(x) along the axis, accurate also near 0.
 
-    The maximum is shifted out; its gradient is dropped because the result does not depend
-    on it (the gradient of x is softmax(x) either way).
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
     """
-    peak = paddle.amax(x, axis=axis, keepdim=True).detach()
-    return peak + paddle.log(paddle.sum(paddle.exp(x - peak), axis=axis, keepdim=True))
+    peak = paddle.amax(x, axis=axis, keepdim=True)
+    top = x >= peak  # x == peak: the CPU equal kernel's scalar path has a tolerance
+    shifted = x - peak
+    below = paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted))
+    ties = paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True)
+    rest = paddle.sum(below, axis=axis, keepdim=True) + (ties - 1)
+    return shifted - paddle.log1p(rest)
 
 
 def _shape(x):
@@ -172,14 +179,14 @@ def cross_entropy_probs(
     # specialised: the defaults substituted into the loss
     if weight is None:
         if label_smoothing_zero:
-            log_probs = input - _logsumexp(input, -(1 + len(D)))
+            log_probs = _log_softmax(input, -(1 + len(D)))
             total = paddle.sum(target * log_probs, axis=-(1 + len(D)), keepdim=True)
             loss = -total
         else:
             q = label_smoothing / paddle.full([], C, dtype=dtype) + target * (
                 1 - label_smoothing
             )
-            log_probs = input - _logsumexp(input, -(1 + len(D)))
+            log_probs = _log_softmax(input, -(1 + len(D)))
             total = paddle.sum(q * log_probs, axis=-(1 + len(D)), keepdim=True)
             loss = -total
         if reduction == "none":
@@ -191,7 +198,7 @@ def cross_entropy_probs(
     else:
         weight = paddle.reshape(weight, (C,) + (1,) * len(D))
         if label_smoothing_zero:
-            log_probs = input - _logsumexp(input, -(1 + len(D)))
+            log_probs = _log_softmax(input, -(1 + len(D)))
             total = paddle.sum(
                 target * weight * log_probs, axis=-(1 + len(D)), keepdim=True
             )
@@ -200,7 +207,7 @@ def cross_entropy_probs(
             q = label_smoothing / paddle.full([], C, dtype=dtype) + target * (
                 1 - label_smoothing
             )
-            log_probs = input - _logsumexp(input, -(1 + len(D)))
+            log_probs = _log_softmax(input, -(1 + len(D)))
             total = paddle.sum(weight * q * log_probs, axis=-(1 + len(D)), keepdim=True)
             loss = -total
         if reduction == "none":

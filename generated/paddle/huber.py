@@ -17,15 +17,13 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     d = abs(input - target)
-    t = min(delta, d)
-    branch = 0.5*t**2 + delta*(-t + d)
-    loss = weight*branch
+    t_1 = 0.5*min(delta, d)**2 + delta*where(d > delta, -delta + d, 0)
+    loss = weight*t_1
 
-    with weight None: loss = branch
+    with weight None: loss = t_1
 """
 
 import paddle
-import paddle.nn.functional as F
 from paddle import nn
 
 __all__ = ["Huber", "HuberLoss", "huber"]
@@ -128,16 +126,14 @@ def huber(
         if weight is not None:
             weight = paddle.cast(weight, "float32")
     dtype = input.dtype
-    delta_value = delta
     delta = paddle.full([], delta, dtype=dtype)
     # specialised: the defaults substituted into the loss
     if weight is None:
-        if dtype == paddle.float32:
-            loss = F.smooth_l1_loss(input, target, reduction="none", delta=delta_value)
-        else:
-            d = paddle.abs(input - target)
-            t = paddle.clip(d, max=delta)
-            loss = 0.5 * paddle.square(t) + delta * (d - t)
+        d = paddle.abs(input - target)
+        t = d - delta
+        loss = 0.5 * paddle.square(paddle.clip(d, max=delta)) + delta * paddle.where(
+            d > delta, t, paddle.full_like(t, 0)
+        )
         if reduction == "none":
             result = loss
         elif reduction == "sum":
@@ -145,15 +141,12 @@ def huber(
         else:
             result = loss.mean()
     else:
-        if dtype == paddle.float32:
-            branch = F.smooth_l1_loss(
-                input, target, reduction="none", delta=delta_value
-            )
-        else:
-            d = paddle.abs(input - target)
-            t = paddle.clip(d, max=delta)
-            branch = 0.5 * paddle.square(t) + delta * (d - t)
-        loss = weight * branch
+        d = paddle.abs(input - target)
+        t = d - delta
+        t_1 = 0.5 * paddle.square(paddle.clip(d, max=delta)) + delta * paddle.where(
+            d > delta, t, paddle.full_like(t, 0)
+        )
+        loss = weight * t_1
         if reduction == "none":
             result = loss
         elif reduction == "sum":
