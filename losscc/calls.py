@@ -181,7 +181,8 @@ class CallRules:
         if source_of != old:
             raise Fail(target, "E235", f"rename: axis {new} is already a renamed {source_of}")
         x, t = self.visit(args[0], d)
-        self.need_value(args[0], t)
+        if t.dtype != "int" or not t.axes:  # an int tensor (labels) may be renamed too
+            self.need_value(args[0], t)
         if old not in t.axes:
             raise Fail(args[0], "E218", f"rename: the argument has no axis '{old}' (its axes: [{', '.join(t.axes)}])")
         if new in t.axes:
@@ -192,7 +193,8 @@ class CallRules:
             raise Fail(args[0], "E235", f"rename: the argument also has axis {other}, which lies between "
                        f"{old} and {new}; rename a tensor without it")
         axes = self.union(TType("float", tuple(new if a == old else a for a in t.axes)))
-        return self._t(f.build(x, sp.Symbol(old), sp.Symbol(new)), TType("float", axes, grad=t.grad))
+        rt = TType(t.dtype if t.dtype == "int" else "float", axes, grad=t.grad, index_of=t.index_of)
+        return self._t(f.build(x, sp.Symbol(old), sp.Symbol(new)), rt)
 
     def rule_stop_gradient(self, node, f: Function, args, kws, d):
         self.arity(node, f, args)

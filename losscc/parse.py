@@ -262,7 +262,8 @@ def _infer(expr: sp.Expr, prog: Program) -> TType:
         return TType("float", (expr.args[0].name,))
     if rule == "rename":
         old, new = expr.args[1].name, expr.args[2].name
-        return TType("float", union([[new if a == old else a for a in args[0].axes]], prog.axes), grad=grad)
+        return TType(args[0].dtype, union([[new if a == old else a for a in args[0].axes]], prog.axes), grad=grad,
+                     index_of=args[0].index_of)
     if rule == "one_hot":
         return TType("float", union([args[0].axes, (expr.args[1].name,)], prog.axes))
     if isinstance(expr, ir.Size):
