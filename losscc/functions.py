@@ -213,8 +213,8 @@ FUNCTIONS: tuple[Function, ...] = (
              axis=True, build=ir.ArgMin, node=ir.ArgMin, reference=METHOD, ops=("argmin", "cast"), range=Range(),
              printer="axis", gradient=False, section="no gradient"),
     Function("sort", "sort(x)", "refused",
-             "it would need a new tensor axis for the sorted values; reduce with max/min/logsumexp "
-             "over the axis instead", nargs=None, gradient=False, section="refused"),
+             "the losses that sort (the Lovasz hinge) also need a permutation gather and a cumulative "
+             "sum along the axis, which the language lacks; reduce with max/min/logsumexp over the axis instead", nargs=None, gradient=False, section="refused"),
     Function("topk", "topk(x, k)", "refused",
              "its k largest values would need a new tensor axis of size k; use max(..., axis=C) "
              "for k = 1 or argmax(stop_gradient(x), axis=C) for the index", nargs=None, gradient=False,
