@@ -40,35 +40,43 @@ class Program:
         return type_of(expr, self)
 
 
-def global_axes(spec: Spec, out: Collector) -> tuple[tuple[str, ...], frozenset[str]]:
-    """The global axis order: every input's axes in its own order, merged (inputs [N, D] and
-    [M, D] give N, M, D); where several orders fit, an axis seen first comes first. Axes that
-    two inputs order differently are E211."""
+def _merged_order(shapes: list[list[str]]) -> list[str] | None:
+    """One order of the axes that keeps each shape's order (the first-seen free axis first),
+    or None where two shapes order two axes differently."""
     seen: list[str] = []
     after: dict[str, set[str]] = {}
-    for inp in spec.inputs:
-        names = [a.lstrip("*") for a in inp.shape]
+    for names in shapes:
         for k, a in enumerate(names):
             if a not in seen:
                 seen.append(a)
             after.setdefault(a, set()).update(names[k + 1:])
     order: list[str] = []
     left = list(seen)
-    while left:  # Kahn's algorithm, the first-seen free axis first
+    while left:  # Kahn's algorithm
         free = next((a for a in left if not any(a in after[b] for b in left if b != a)), None)
         if free is None:
-            break
+            return None
         order.append(free)
         left.remove(free)
-    order += left
+    return order
+
+
+def global_axes(spec: Spec, out: Collector) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The global axis order: every input's axes in its own order, merged (inputs [N, D] and
+    [M, D] give N, M, D); where several orders fit, an axis seen first comes first. The first
+    input whose order contradicts those before it is E211."""
+    shapes: list[list[str]] = []
+    order: list[str] = []
     for inp in spec.inputs:
         names = [a.lstrip("*") for a in inp.shape]
-        pos = [order.index(a) for a in names]
-        if pos != sorted(pos) or left and set(names) & set(left):
+        merged = _merged_order(shapes + [names])
+        if merged is None:
             out.error(inp.loc.line, inp.loc.col, "E211",
                       f"inputs.{inp.name}.shape: axes must appear in the same order in every input "
-                      f"(no order fits them all; the order so far: {', '.join(order)})")
+                      f"(the inputs before it give the order {', '.join(order)})")
             break
+        shapes.append(names)
+        order = merged
     variadic = frozenset(a.lstrip("*") for i in spec.inputs for a in i.shape if a.startswith("*"))
     return tuple(order), variadic
 
@@ -87,9 +95,9 @@ def renamed_axes(spec: Spec, axes: tuple[str, ...], variadic: frozenset[str]) ->
             tree = ast.parse("(" + b.text + "\n)", mode="eval")
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
-        for node in ast.walk(tree):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "rename"):
-                continue
+        calls = [n for n in ast.walk(tree)
+                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "rename"]
+        for node in sorted(calls, key=lambda n: (n.lineno, n.col_offset)):  # in the order written
             for kw in node.keywords:
                 new = kw.value.id if isinstance(kw.value, ast.Name) else None
                 if (kw.arg in axes and kw.arg not in variadic and new and AXIS.match(new)
