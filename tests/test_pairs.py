@@ -29,7 +29,7 @@ PAIRS = """
       steps = sum(sum(where(index(T) < T - 1, exp(diff(seq, axis=T)), 0), axis=T), axis=S)
       loss = rows + sum(tv, axis=B) + steps
 """
-SIZES = {"N": (3,), "D": (2,), "B": (2,), "H": (3,), "W": (4,), "T": (3,), "S": (2,)}
+SIZES = {"N": (3,), "D": (2,), "B": (1,), "H": (3,), "W": (2,), "T": (3,), "S": (1,)}
 
 
 def _numpy(inputs) -> np.ndarray:
