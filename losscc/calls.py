@@ -32,6 +32,8 @@ class CallRules:
                        did_you_mean(fname, functions.CALLABLE))
         if not records[0].gradient:
             return self.non_differentiable(node, records[0], d)
+        if records[0].rule == "rename":
+            return self.rule_rename(node, records[0], node.args, node.keywords, d)
         kws = {}
         for kw in node.keywords:
             if kw.arg != "axis":
@@ -142,6 +144,57 @@ class CallRules:
         if ax in it.axes:
             raise Fail(ax_node, "E218", f"one_hot: the label already has axis {ax}")
         return self._t(f.build(i, sp.Symbol(ax)), TType("float", self.union(it, TType("int", (ax,)))))
+
+    def rule_index(self, node, f: Function, args, kws, d):
+        self.arity(node, f, args)
+        ax = args[0]
+        if not isinstance(ax, ast.Name) or ax.id not in self.axes:
+            raise Fail(ax, "E217", "index: the argument must be an axis, such as index(N)",
+                       did_you_mean(ax.id, self.axes) if isinstance(ax, ast.Name) else None)
+        if ax.id in self.variadic:
+            raise Fail(ax, "E218", f"index: *{ax.id} is a variadic group; positions are along one axis")
+        return self._t(f.build(sp.Symbol(ax.id)), TType("float", (ax.id,)))
+
+    def rule_rename(self, node, f: Function, args, keywords, d):
+        """rename(x, N=M): x on a new axis M of N's size (collected before conversion:
+        ``losscc.parse.renamed_axes``)."""
+        if len(args) != 1 or len(keywords) != 1 or any(isinstance(a, ast.Starred) for a in args):
+            raise Fail(node, "E210", "rename takes a tensor and one axis to rename: rename(x, N=M)")
+        kw = keywords[0]
+        old, target = kw.arg, kw.value
+        if old is None or old not in self.axes or old in self.aliases:
+            known = [a for a in self.axes if a not in self.aliases]
+            raise Fail(kw, "E217", f"rename: '{_clip(str(old))}' is not an axis of the inputs",
+                       did_you_mean(str(old), known))
+        if old in self.variadic:
+            raise Fail(kw, "E218", f"rename: *{old} is a variadic group; only a single axis can be renamed")
+        if not isinstance(target, ast.Name):
+            raise Fail(target, "E216", "rename: the new axis must be an upper-case name, such as M")
+        new = target.id
+        source_of = self.aliases.get(new)
+        if source_of is None:
+            why = ("an axis of the inputs" if new in self.axes else
+                   "the name of an input, parameter or binding" if new in self.env or new in self.later
+                   or new in self.failed else "not an axis name (upper case, such as M)")
+            raise Fail(target, "E235", f"rename: the new axis '{_clip(new)}' is {why}; it must be a new "
+                       "name, which then means an axis of the same size")
+        if source_of != old:
+            raise Fail(target, "E235", f"rename: axis {new} is already a renamed {source_of}")
+        x, t = self.visit(args[0], d)
+        if t.dtype != "int" or not t.axes:  # an int tensor (labels) may be renamed too
+            self.need_value(args[0], t)
+        if old not in t.axes:
+            raise Fail(args[0], "E218", f"rename: the argument has no axis '{old}' (its axes: [{', '.join(t.axes)}])")
+        if new in t.axes:
+            raise Fail(args[0], "E235", f"rename: the argument already has axis {new}")
+        between = self.axes[self.axes.index(old) + 1:self.axes.index(new)]
+        if any(a in t.axes for a in between):
+            other = next(a for a in between if a in t.axes)
+            raise Fail(args[0], "E235", f"rename: the argument also has axis {other}, which lies between "
+                       f"{old} and {new}; rename a tensor without it")
+        axes = self.union(TType("float", tuple(new if a == old else a for a in t.axes)))
+        rt = TType(t.dtype if t.dtype == "int" else "float", axes, grad=t.grad, index_of=t.index_of)
+        return self._t(f.build(x, sp.Symbol(old), sp.Symbol(new)), rt)
 
     def rule_stop_gradient(self, node, f: Function, args, kws, d):
         self.arity(node, f, args)

@@ -92,6 +92,8 @@ def callee_program(node, name: str, caller, cache: dict):
         raise Fail(node, "E265", f"{shown}: its name is '{spec.name}', not '{name}'")
     if spec.learnable:
         raise Fail(node, "E265", f"spec '{name}' has learnable tensors; a called spec may not")
+    if prog.aliases:
+        raise Fail(node, "E265", f"spec '{name}' renames axes (rename(x, N=M)); a called spec may not")
     cache[key] = prog
     return prog
 

@@ -44,6 +44,7 @@ class Converter(CallRules, SpecCalls):
         self.current = ""
         self.nodes = 0
         self.frozen = 0                 # > 0 while inside stop_gradient(...)
+        self.aliases: dict[str, str] = {}  # axes made by rename(x, N=M): M -> N
 
     # ---------------------------------------------------------------- entry points
     def binding(self, b: Binding, later: set[str], used: set[str]):

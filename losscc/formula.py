@@ -49,6 +49,9 @@ class FormulaPrinter(StrPrinter):
     def _print_Size(self, e):
         return str(e.args[0])
 
+    def _print_Rename(self, e):
+        return f"rename({self._print(e.args[0])}, {e.args[1]}={e.args[2]})"
+
     def _print_Item(self, e):
         return f"{self._print(e.args[0])}[{e.args[1]}]"
 

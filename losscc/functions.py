@@ -29,7 +29,7 @@ from . import ir
 
 # typing rules: methods ``rule_<name>`` of the parser's call rules
 RULES = ("elementwise", "variadic", "clip", "where", "piecewise", "reduce", "keep", "one_hot",
-         "stop_gradient", "piecewise_constant", "arg_extremum", "refused")
+         "stop_gradient", "piecewise_constant", "arg_extremum", "refused", "index", "rename")
 # range facts: how a property of the node follows from its arguments
 #   yes / no: always / not known; arg: that of the first argument; all / any: of all / of any
 #   argument; lo: that of the second argument (clip's lower bound); branches: of every value
@@ -187,6 +187,15 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("stop_gradient", "stop_gradient(x)", "stop_gradient", "x, with no gradient flowing through it",
              build=ir.StopGradient, node=ir.StopGradient, reference=METHOD, ops=("stop_gradient",), range=_ARG,
              section="other"),
+    Function("index", "index(C)", "index", "the position along axis C (0, 1, ..., C - 1) as a float without "
+             "a gradient: `index(N) == index(M)` is the diagonal of two axes", build=ir.Index, node=ir.Index,
+             reference=METHOD, ops=("positions", "reshape"), range=Range(nonneg="yes"), section="pairs"),
+    Function("rename", "rename(x, N=M)", "rename", "x with its axis N called M, a new axis of N's size "
+             "(pairs of one tensor's entries: `sum(z * rename(z, N=M), axis=D)` is [N, M])", build=ir.Rename,
+             node=ir.Rename, reference=METHOD, ops=("reshape",), range=_ARG, printer="own", section="pairs"),
+    Function("diff", "diff(x, axis=C)", "keep", "x[k + 1] - x[k] along the axis, 0 at its last position "
+             "(keeps the axis; the count of differences is C - 1)", axis=True, build=ir.Diff, node=ir.Diff,
+             reference=METHOD, ops=("concat", "zeros_like"), range=Range(), printer="axis", section="pairs"),
     Function("round", "round(x)", "piecewise_constant", "nearest integer, ties to even (2.5 -> 2)",
              build=ir.Round, node=ir.Round, reference=_mp_round, ops=("round", "cast"), range=Range(),
              gradient=False, section="no gradient"),
@@ -204,8 +213,8 @@ FUNCTIONS: tuple[Function, ...] = (
              axis=True, build=ir.ArgMin, node=ir.ArgMin, reference=METHOD, ops=("argmin", "cast"), range=Range(),
              printer="axis", gradient=False, section="no gradient"),
     Function("sort", "sort(x)", "refused",
-             "it would need a new tensor axis for the sorted values; reduce with max/min/logsumexp "
-             "over the axis instead", nargs=None, gradient=False, section="refused"),
+             "the losses that sort (the Lovasz hinge) also need a permutation gather and a cumulative "
+             "sum along the axis, which the language lacks; reduce with max/min/logsumexp over the axis instead", nargs=None, gradient=False, section="refused"),
     Function("topk", "topk(x, k)", "refused",
              "its k largest values would need a new tensor axis of size k; use max(..., axis=C) "
              "for k = 1 or argmax(stop_gradient(x), axis=C) for the index", nargs=None, gradient=False,

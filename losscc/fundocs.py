@@ -17,6 +17,7 @@ SECTIONS = (
     ("elementwise", "Elementwise"),
     ("axis", "Over a named axis (`axis=C` names one of the argument's axes)"),
     ("other", "Labels and gradients"),
+    ("pairs", "Positions, pairs and neighbours (see [Pairs and neighbours](#pairs-and-neighbours))"),
     ("no gradient", "Without a gradient (see [below](#functions-without-a-gradient))"),
     ("refused", "Refused (E231)"),
 )

@@ -22,7 +22,7 @@ from sympy.codegen.cfunctions import expm1, log1p
 __all__ = [
     "sigmoid", "softplus", "log1p", "expm1", "Clip", "Where", "TensorOp", "ReduceSum", "ReduceMean",
     "ReduceMax", "LogSumExp", "Softmax", "LogSoftmax", "Gather", "OneHot", "StopGradient",
-    "Size", "Item", "AXIS_REMOVING", "AXIS_KEEPING", "Round", "Floor", "Ceil", "Sign", "ArgMax", "ArgMin",
+    "Size", "Item", "Index", "Rename", "Diff", "AXIS_REMOVING", "AXIS_KEEPING", "Round", "Floor", "Ceil", "Sign", "ArgMax", "ArgMin",
     "PIECEWISE_CONSTANT", "ARG_EXTREMA", "real_abs", "real_parts", "tree_size", "EVALUATE_NODES",
 ]
 
@@ -262,6 +262,24 @@ class ArgMax(TensorOp):
 
 class ArgMin(TensorOp):
     """ArgMin(x, axis): as ArgMax, for the smallest value."""
+
+    nargs = 2
+
+
+class Index(TensorOp):
+    """Index(axis): the position along `axis`, 0 to size - 1, as a float without a gradient."""
+
+    nargs = 1
+
+
+class Rename(TensorOp):
+    """Rename(x, old, new): x with its axis `old` called `new` (an axis of the same size)."""
+
+    nargs = 3
+
+
+class Diff(TensorOp):
+    """Diff(x, axis): x[k + 1] - x[k] along `axis`, and 0 at the last position (same shape)."""
 
     nargs = 2
 

@@ -411,6 +411,7 @@ _HINTS = {ir.LogSoftmax: "log_probs", ir.Softmax: "probs", ir.LogSumExp: "lse", 
           ir.ReduceMean: "avg", ir.ReduceMax: "peak", ir.Gather: "picked", ir.OneHot: "onehot",
           ir.StopGradient: "frozen", sp.exp: "e", sp.log: "lg", ir.softplus: "sp", ir.sigmoid: "sig",
           sp.Piecewise: "branch", sp.Abs: "magnitude", ir.ArgMax: "top", ir.ArgMin: "bottom",
+          ir.Index: "position", ir.Rename: "renamed", ir.Diff: "step",
           ir.Round: "rounded", ir.Floor: "floored", ir.Ceil: "ceiled", ir.Sign: "signs"}
 
 

@@ -15,7 +15,7 @@ import sympy as sp
 
 from . import functions, fusion, ir
 from .operands import ATOM, CMP, MUL, TERNARY, analyse
-from .shapes import canonical_shape, pos_expr
+from .shapes import canonical_shape, plain_shape, pos_expr
 
 _NUMBER = re.compile(r"-?(\d+\.?\d*(e[-+]?\d+)?|inf)")
 
@@ -263,6 +263,33 @@ class OperatorLowering:
         if shape:
             rng = self.op("reshape", x=rng, shape=shape)
         return self.op("cast", x=f"{index} == {rng}", dtype=self.dtype()), ATOM
+
+    def _lower_Index(self, e) -> tuple[str, int]:
+        ax = e.args[0].name
+        rng = self.op("positions", n=self.need(ax), dtype=self.dtype())
+        shape = canonical_shape((ax,), self.prog, self.need)
+        return (self.op("reshape", x=rng, shape=shape) if shape else rng), ATOM
+
+    def _lower_Rename(self, e) -> tuple[str, int]:
+        """x on axis N, moved to the axis M right after N: a reshape (no axis of x lies between)."""
+        x, old, new = e.args
+        axes = tuple(new.name if a == old.name else a for a in self.typeof(x).axes)
+        axes = tuple(a for a in self.prog.axes if a in axes)
+        shape = canonical_shape(axes, self.prog, self.need) or plain_shape(axes, self.prog, self.need)
+        return self.call("reshape", x=self.value(x), shape=shape)
+
+    def _lower_Diff(self, e) -> tuple[str, int]:
+        """x[k + 1] - x[k] along the axis, and a zero slice after the last (the axis keeps its size)."""
+        x = self.tensor_arg(e.args[0])
+        pos = pos_expr(e.args[1].name, self.prog, self.need)
+        if pos.lstrip("-").isdigit():
+            tail = ", :" * (-int(pos) - 1)
+            later, before, first = (f"{x}[..., {s}{tail}]" for s in ("1:", ":-1", ":1"))
+        else:  # a variadic group follows the axis: the trailing slices counted at run time
+            tail = f" + (slice(None),) * (-({pos}) - 1)"
+            later, before, first = (f"{x}[(..., slice({s})){tail}]" for s in ("1, None", "None, -1", "0, 1"))
+        step = self.materialize_code(f"{later} - {before}")
+        return self.call("concat", x=step, y=self.op("zeros_like", x=first), axis=pos)
 
     def _lower_Gather(self, e) -> tuple[str, int]:
         x = e.args[0]

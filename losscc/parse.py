@@ -8,8 +8,9 @@ bindings, applies the clip guard and checks the loss and the reductions' denomin
 
 from __future__ import annotations
 
+import ast
 import hashlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import sympy as sp
 
@@ -17,6 +18,7 @@ from . import functions, ir, limits
 from .convert import Converter
 from .errors import Collector, SpecError
 from .spec import Spec
+from .specnames import AXIS
 from .ttype import TType, union
 
 
@@ -32,32 +34,96 @@ class Program:
     loss: sp.Expr                            # the per-element loss, inlined
     denominators: dict[str, sp.Expr | None]  # reduction name -> per-element denominator
     types: dict[sp.Expr, TType]
+    aliases: dict[str, str] = field(default_factory=dict)  # axis made by rename(x, N=M) -> N
 
     def typeof(self, expr: sp.Expr) -> TType:
         return type_of(expr, self)
 
 
+def _merged_order(shapes: list[list[str]]) -> list[str] | None:
+    """One order of the axes that keeps each shape's order (the first-seen free axis first),
+    or None where two shapes order two axes differently."""
+    seen: list[str] = []
+    after: dict[str, set[str]] = {}
+    for names in shapes:
+        for k, a in enumerate(names):
+            if a not in seen:
+                seen.append(a)
+            after.setdefault(a, set()).update(names[k + 1:])
+    order: list[str] = []
+    left = list(seen)
+    while left:  # Kahn's algorithm
+        free = next((a for a in left if not any(a in after[b] for b in left if b != a)), None)
+        if free is None:
+            return None
+        order.append(free)
+        left.remove(free)
+    return order
+
+
 def global_axes(spec: Spec, out: Collector) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The global axis order: every input's axes in its own order, merged (inputs [N, D] and
+    [M, D] give N, M, D); where several orders fit, an axis seen first comes first. The first
+    input whose order contradicts those before it is E211."""
+    shapes: list[list[str]] = []
     order: list[str] = []
     for inp in spec.inputs:
-        for a in inp.shape:
-            if a.lstrip("*") not in order:
-                order.append(a.lstrip("*"))
-    for inp in spec.inputs:
         names = [a.lstrip("*") for a in inp.shape]
-        pos = [order.index(a) for a in names]
-        if pos != sorted(pos):
+        merged = _merged_order(shapes + [names])
+        if merged is None:
             out.error(inp.loc.line, inp.loc.col, "E211",
                       f"inputs.{inp.name}.shape: axes must appear in the same order in every input "
-                      f"(expected the order {', '.join(order)})")
+                      f"(the inputs before it give the order {', '.join(order)})")
+            break
+        shapes.append(names)
+        order = merged
     variadic = frozenset(a.lstrip("*") for i in spec.inputs for a in i.shape if a.startswith("*"))
     return tuple(order), variadic
+
+
+def renamed_axes(spec: Spec, axes: tuple[str, ...], variadic: frozenset[str]) -> dict[str, str]:
+    """The new axes the formula's ``rename(x, N=M)`` calls make: M -> N, for N a fixed axis of
+    the inputs and M an upper-case name that no input, parameter or binding has (the call's
+    typing rule reports every other use, with its position). Text that does not parse is
+    left to the converter."""
+    names = {i.name for i in spec.inputs} | {p.name for p in spec.params} | {b.name for b in spec.bindings}
+    out: dict[str, str] = {}
+    for b in spec.bindings:
+        if "rename" not in b.text:
+            continue
+        try:
+            tree = ast.parse("(" + b.text + "\n)", mode="eval")
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        calls = [n for n in ast.walk(tree)
+                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "rename"]
+        for node in sorted(calls, key=lambda n: (n.lineno, n.col_offset)):  # in the order written
+            for kw in node.keywords:
+                new = kw.value.id if isinstance(kw.value, ast.Name) else None
+                if (kw.arg in axes and kw.arg not in variadic and new and AXIS.match(new)
+                        and new not in axes and new not in names and new not in out):
+                    out[new] = kw.arg
+    return out
+
+
+def with_renamed(axes: tuple[str, ...], aliases: dict[str, str]) -> tuple[str, ...]:
+    """The global order with each renamed axis right after its source (and its earlier aliases):
+    a tensor on N then moves to M by a reshape, with no transpose."""
+    order = list(axes)
+    for new, old in aliases.items():
+        k = order.index(old) + 1
+        while k < len(order) and aliases.get(order[k]) == old:
+            k += 1
+        order.insert(k, new)
+    return tuple(order)
 
 
 def build_program(spec: Spec) -> Program:
     out = Collector(spec.path)
     axes, variadic = global_axes(spec, out)
     out.raise_if_errors()
+    aliases = renamed_axes(spec, axes, variadic)
+    axes = with_renamed(axes, aliases)
     symbols: dict[str, sp.Symbol] = {}
     env: dict[str, tuple[sp.Expr, TType]] = {}
     for a in axes:
@@ -82,6 +148,7 @@ def build_program(spec: Spec) -> Program:
 
     types: dict[sp.Expr, TType] = {v[0]: v[1] for v in env.values()}
     conv = Converter(spec, axes, variadic, env, types, out)
+    conv.aliases = aliases
     bound: list[tuple[str, sp.Expr]] = []
     used: set[str] = set()
     later = {b.name for b in spec.bindings}
@@ -116,7 +183,7 @@ def build_program(spec: Spec) -> Program:
         bound = [(n, ir.real_parts(e.xreplace(sub))) for n, e in bound]
         for old, new in sub.items():
             types[new] = types[old]
-        scratch = Program(spec, axes, variadic, symbols, (), bound[-1][1], {}, types)
+        scratch = Program(spec, axes, variadic, symbols, (), bound[-1][1], {}, types, aliases)
         for _, e in bound:
             type_of(e, scratch)
     loss_name, loss = bound[-1]
@@ -162,7 +229,7 @@ def build_program(spec: Spec) -> Program:
         digest = hashlib.sha256(" ".join([spec.source_sha256, *(f"{n}:{h}" for n, h in composed)]).encode())
         spec = replace(spec, source_sha256=digest.hexdigest(),
                        composes=tuple(dict.fromkeys(n for n, _ in composed)))
-    return Program(spec, axes, variadic, symbols, tuple(bound), loss, denominators, types)
+    return Program(spec, axes, variadic, symbols, tuple(bound), loss, denominators, types, aliases)
 
 
 def type_of(expr: sp.Expr, prog: Program) -> TType:
@@ -199,6 +266,12 @@ def _infer(expr: sp.Expr, prog: Program) -> TType:
         return TType("float", tuple(a for a in args[0].axes if a != ax), grad=grad)
     if rule == "keep":
         return TType("float", args[0].axes, grad=grad)
+    if rule == "index":
+        return TType("float", (expr.args[0].name,))
+    if rule == "rename":
+        old, new = expr.args[1].name, expr.args[2].name
+        return TType(args[0].dtype, union([[new if a == old else a for a in args[0].axes]], prog.axes), grad=grad,
+                     index_of=args[0].index_of)
     if rule == "one_hot":
         return TType("float", union([args[0].axes, (expr.args[1].name,)], prog.axes))
     if isinstance(expr, ir.Size):

@@ -316,6 +316,7 @@ def _size_expr(axis: str, spec: Spec, prog: Program, low: Lowerer) -> tuple[str,
     ``shape`` operator (right also where the size is unknown until run time), and the
     optional inputs it depends on: () when a required input gives it, else the optional
     inputs that carry the axis, read from the first that is not None."""
+    axis = prog.aliases.get(axis, axis)  # rename(x, N=M): M is N's size
     def read(inp) -> str:
         names = [a.lstrip("*") for a in inp.shape]
         j = names.index(axis)

@@ -131,6 +131,9 @@ def infer_sizes(prog: Program, inputs: dict) -> dict[str, tuple[int, ...]]:
             k += n
     absent = {a.lstrip("*") for inp in prog.spec.inputs if inp.optional and inputs.get(inp.name) is None
               for a in inp.shape}
+    for new, src in prog.aliases.items():  # rename(x, N=M): M has N's size
+        if src in sizes:
+            sizes[new] = sizes[src]
     for a in prog.axes:
         if a not in sizes:
             if a not in absent:

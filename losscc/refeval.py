@@ -340,6 +340,27 @@ class Evaluator:
         hit = np.asarray(idx, dtype=object) == rng
         return np.where(hit, mpmath.mpf(1), mpmath.mpf(0)).astype(object)
 
+    def _eval_Index(self, e, ev):
+        ax = e.args[0].name
+        (d,) = self.layout.dims[ax]
+        shape = [1] * self.layout.rank
+        shape[d] = self.sizes[ax][0]
+        return np.array([mpmath.mpf(k) for k in range(shape[d])], dtype=object).reshape(shape)
+
+    def _eval_Rename(self, e, ev):
+        x = np.asarray(ev(e.args[0]), dtype=object)
+        (old,), (new,) = self.layout.dims[e.args[1].name], self.layout.dims[e.args[2].name]
+        if x.ndim < self.layout.rank:
+            x = x.reshape((1,) * (self.layout.rank - x.ndim) + x.shape)
+        return np.swapaxes(x, old, new)
+
+    def _eval_Diff(self, e, ev):
+        x, (d,) = self._along(e, ev)
+        n = x.shape[d]
+        later = np.take(x, range(1, n), axis=d) - np.take(x, range(0, n - 1), axis=d)
+        zero = np.full_like(np.take(x, [0], axis=d), mpmath.mpf(0))
+        return np.concatenate([later, zero], axis=d)
+
     def _eval_Gather(self, e, ev):
         x = np.asarray(ev(e.args[0]), dtype=object)
         idx = np.asarray(ev(e.args[1]), dtype=object).astype(np.int64)

@@ -59,7 +59,7 @@ def _run(text, tmp_path, label):
     return mods
 
 
-BASE = dict(name="lx", a="input", b="target", w="weight", p="alpha", d="diff", lv="loss", red="batchmean",
+BASE = dict(name="lx", a="input", b="target", w="weight", p="alpha", d="gap", lv="loss", red="batchmean",
             ax0="N", ax1="C")
 
 EXPLICIT = {

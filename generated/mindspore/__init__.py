@@ -14,6 +14,7 @@ from .bce_dice import BceDice
 from .bce_with_logits import BceWithLogits
 from .binary_hinge import BinaryHinge
 from .categorical_hinge import CategoricalHinge
+from .contrastive import Contrastive
 from .cosine_distance import CosineDistance
 from .cosine_embedding import CosineEmbedding
 from .cosine_similarity import CosineSimilarity
@@ -27,6 +28,7 @@ from .gaussian_nll import GaussianNll
 from .hinge import Hinge
 from .hinge_embedding import HingeEmbedding
 from .huber import Huber
+from .info_nce import InfoNce
 from .kl_div import KlDiv
 from .kld import Kld
 from .l1 import L1
@@ -40,6 +42,7 @@ from .multiclass_hinge import MulticlassHinge
 from .multiclass_perceptron import MulticlassPerceptron
 from .multilabel_soft_margin import MultilabelSoftMargin
 from .nll import Nll
+from .nt_xent import NtXent
 from .perceptron import Perceptron
 from .pinball import Pinball
 from .poisson_nll import PoissonNll
@@ -51,6 +54,8 @@ from .soft_margin import SoftMargin
 from .softmax_dice import SoftmaxDice
 from .softmax_focal import SoftmaxFocal
 from .squared_hinge import SquaredHinge
+from .total_variation import TotalVariation
+from .triplet_batch_hard import TripletBatchHard
 from .tversky import Tversky
 from .uncertainty_multitask import UncertaintyMultitask
 
@@ -60,6 +65,7 @@ LOSSES = {
     "bce_with_logits": BceWithLogits,
     "binary_hinge": BinaryHinge,
     "categorical_hinge": CategoricalHinge,
+    "contrastive": Contrastive,
     "cosine_distance": CosineDistance,
     "cosine_embedding": CosineEmbedding,
     "cosine_similarity": CosineSimilarity,
@@ -73,6 +79,7 @@ LOSSES = {
     "hinge": Hinge,
     "hinge_embedding": HingeEmbedding,
     "huber": Huber,
+    "info_nce": InfoNce,
     "kl_div": KlDiv,
     "kld": Kld,
     "l1": L1,
@@ -86,6 +93,7 @@ LOSSES = {
     "multiclass_perceptron": MulticlassPerceptron,
     "multilabel_soft_margin": MultilabelSoftMargin,
     "nll": Nll,
+    "nt_xent": NtXent,
     "perceptron": Perceptron,
     "pinball": Pinball,
     "poisson_nll": PoissonNll,
@@ -97,6 +105,8 @@ LOSSES = {
     "softmax_dice": SoftmaxDice,
     "softmax_focal": SoftmaxFocal,
     "squared_hinge": SquaredHinge,
+    "total_variation": TotalVariation,
+    "triplet_batch_hard": TripletBatchHard,
     "tversky": Tversky,
     "uncertainty_multitask": UncertaintyMultitask,
 }
@@ -126,6 +136,7 @@ __all__ = [
     "BceWithLogits",
     "BinaryHinge",
     "CategoricalHinge",
+    "Contrastive",
     "CosineDistance",
     "CosineEmbedding",
     "CosineSimilarity",
@@ -139,6 +150,7 @@ __all__ = [
     "Hinge",
     "HingeEmbedding",
     "Huber",
+    "InfoNce",
     "KlDiv",
     "Kld",
     "LogCosh",
@@ -151,6 +163,7 @@ __all__ = [
     "MulticlassPerceptron",
     "MultilabelSoftMargin",
     "Nll",
+    "NtXent",
     "Perceptron",
     "Pinball",
     "PoissonNll",
@@ -162,6 +175,8 @@ __all__ = [
     "SoftmaxDice",
     "SoftmaxFocal",
     "SquaredHinge",
+    "TotalVariation",
+    "TripletBatchHard",
     "Tversky",
     "UncertaintyMultitask",
     "get_loss",

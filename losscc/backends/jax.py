@@ -181,6 +181,8 @@ BACKEND = Backend(
         "full_like": "jnp.full_like({x}, {value})",
         "full": "jnp.full({shape}, {value}, dtype={dtype})",
         "arange": "jnp.arange({n}, dtype={like}.dtype)",
+        "positions": "jnp.arange({n}, dtype={dtype})",
+        "concat": "jnp.concatenate([{x}, {y}], axis={axis})",
         # functions, not methods: the result is a JAX array also for NumPy inputs
         "sum_all": "jnp.sum({x})",
         "mean_all": "jnp.mean({x})",

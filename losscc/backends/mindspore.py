@@ -204,6 +204,8 @@ BACKEND = Backend(
         "full_like": "ops.full_like({x}, {value})",
         "full": "ops.full({shape}, {value}, dtype={dtype})",
         "arange": "ops.arange({n}, dtype={like}.dtype)",
+        "positions": "ops.arange({n}, dtype={dtype})",
+        "concat": "ops.cat(({x}, {y}), {axis})",
         # Tensor.mean's backward is a full-size Tile and Div (1.5x sum in PyNative), and in
         # float64 it divides by a float32 count; a Python int divides exactly
         "mean_all": "{x}.sum() / {x}.size",

@@ -138,6 +138,8 @@ OPERATORS: Mapping[str, Operator] = MappingProxyType({o.key: o for o in (
     _op("full_like", "x value", "value in x's shape and dtype"),
     _op("full", "shape value dtype", "value in the shape and dtype"),
     _op("arange", "n like", "0, 1, ..., n - 1 in the integer dtype of `like` (an int32 label compares without promotion)"),
+    _op("positions", "n dtype", "0, 1, ..., n - 1 in the (float) dtype"),
+    _op("concat", "x y axis", "x and y joined along the axis (equal shapes elsewhere)"),
     _op("size_value", "n dtype", "an axis size as a number for float arithmetic (dtype: the computation's)"),
     _op("sum_all", "x", "sum of every element (a 0-d tensor)"),
     _op("mean_all", "x", "mean of every element (a 0-d tensor)"),

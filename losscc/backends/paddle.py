@@ -226,6 +226,8 @@ BACKEND = Backend(
         "full_like": "paddle.full_like({x}, {value})",
         "full": "paddle.full({shape}, {value}, dtype={dtype})",
         "arange": "paddle.arange({n}, dtype={like}.dtype)",
+        "positions": "paddle.arange({n}, dtype={dtype})",
+        "concat": "paddle.concat([{x}, {y}], axis={axis})",
         # under to_static a shape entry is an int64 tensor, which divides in float32
         "size_value": "paddle.full([], {n}, dtype={dtype})",
         # in a static-graph program an axis unknown until run time reads -1 in x.shape: _shape reads it
