@@ -77,6 +77,8 @@ OPERATORS: Mapping[str, Operator] = MappingProxyType({o.key: o for o in (
         [Tie({"x": _X}, gradient={"x": (0.0, 1.0, -1.0)})]),
     _op("tanh", "x", "hyperbolic tangent"),
     _op("cosh", "x", "hyperbolic cosine"),
+    _op("cos", "x", "cosine"),
+    _op("sin", "x", "sine"),
     _op("erf", "x", "error function"),
     _op("sigmoid", "x", "1 / (1 + exp(-x))"),
     _op("softplus", "x", "log(1 + exp(x)) without overflow", "sigmoid(x), also at x = 0",

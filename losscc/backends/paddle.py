@@ -138,6 +138,8 @@ BACKEND = Backend(
         "abs": "paddle.abs({x})",
         "tanh": "paddle.tanh({x})",
         "cosh": "paddle.cosh({x})",
+        "cos": "paddle.cos({x})",
+        "sin": "paddle.sin({x})",
         "erf": "paddle.erf({x})",
         "sigmoid": "F.sigmoid({x})",
         # log(1 + exp(x)) and x above the threshold: exact to float64 there (exp(-40) < 2**-57);
