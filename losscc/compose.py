@@ -27,6 +27,7 @@ _ACTIVE: list[str] = []            # specs whose programs are being built, outer
 _CACHES: list[dict] = []          # per outermost build: each spec file's program, built once
 _FOLDS = {  # a tensor operator of a constant (an omitted optional input's default)
     ir.Gather: lambda c, ax: c,
+    ir.Component: lambda c, ax: c,
     ir.ReduceMean: lambda c, ax: c,
     ir.ReduceMax: lambda c, ax: c,
     ir.ReduceSum: lambda c, ax: c * ir.Size(ax),

@@ -210,6 +210,17 @@ class OperatorLowering:
     def _lower_Item(self, e) -> tuple[str, int]:
         return f"{self.wrap(e.args[0], ATOM)}[{int(e.args[1])}]", ATOM
 
+    def _lower_Component(self, e) -> tuple[str, int]:
+        """Entry k along an axis of a fixed size, kept as size 1: ``x[..., k:k + 1, :]``."""
+        x, k, ax = e.args
+        pos = pos_expr(ax.name, self.prog, self.need)
+        k = int(k)
+        if pos.lstrip("-").isdigit():
+            key = ", ".join(["...", f"{k}:{k + 1}"] + [":"] * (-int(pos) - 1))
+        else:  # variadic axes after it
+            key = f"(Ellipsis, slice({k}, {k + 1})) + (slice(None),) * ({pos[1:]} - 1)"
+        return f"{self.wrap(x, ATOM)}[{key}]", ATOM  # basic indexing, the same in every backend
+
     def _lower_StopGradient(self, e) -> tuple[str, int]:
         return self.call("stop_gradient", x=self.value(e.args[0]))
 
