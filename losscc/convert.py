@@ -330,8 +330,11 @@ class Converter(CallRules, SpecCalls):
         if k in it.axes:
             raise Fail(idx_node, "E223", f"'{source(idx_node)}' has the axis {k} that it indexes")
         rest = tuple(a for a in xt.axes if a != k)
-        if rest and set(rest) != set(it.axes):
-            raise Fail(node, "E224", f"gather: the indexed tensor's other axes [{', '.join(rest)}] "
-                        f"must equal the label's axes [{', '.join(it.axes)}]")
-        return self._t(ir.Gather(x, i, sp.Symbol(k)), TType("float", it.axes, grad=xt.grad))
+        own = [a for a in rest if a not in it.axes]
+        if own and any(a in self.variadic for a in rest):
+            raise Fail(node, "E224", f"gather: the indexed tensor has axes [{', '.join(own)}] that the label "
+                        f"lacks and a variadic group among [{', '.join(rest)}]; a table (centers[label]) "
+                        "has fixed axes only")
+        return self._t(ir.Gather(x, i, sp.Symbol(k)), TType("float", self.union(TType("float", rest), it),
+                                                           grad=xt.grad))
 

@@ -38,11 +38,24 @@ class Program:
 
 
 def global_axes(spec: Spec, out: Collector) -> tuple[tuple[str, ...], frozenset[str]]:
-    order: list[str] = []
+    """The one axis order every input's shape follows: the order of first appearance where
+    that is consistent, else the order that puts each axis as early as the inputs allow
+    (features [N, D] and a table [C, D] give N, C, D); none is E211."""
+    seen: list[str] = []
+    before: dict[str, set[str]] = {}
     for inp in spec.inputs:
-        for a in inp.shape:
-            if a.lstrip("*") not in order:
-                order.append(a.lstrip("*"))
+        names = [a.lstrip("*") for a in inp.shape]
+        for k, a in enumerate(names):
+            if a not in seen:
+                seen.append(a)
+            before.setdefault(a, set()).update(names[:k])
+    order: list[str] = []
+    while len(order) < len(seen):
+        ready = next((a for a in seen if a not in order and before[a] <= set(order)), None)
+        if ready is None:  # a cycle: first appearance, which the check below refuses
+            order += [a for a in seen if a not in order]
+            break
+        order.append(ready)
     for inp in spec.inputs:
         names = [a.lstrip("*") for a in inp.shape]
         pos = [order.index(a) for a in names]
@@ -204,7 +217,9 @@ def _infer(expr: sp.Expr, prog: Program) -> TType:
     if isinstance(expr, ir.Size):
         return TType("float")
     if isinstance(expr, ir.Gather):
-        return TType("float", args[1].axes, grad=args[0].grad)
+        ax = expr.args[-1].name
+        rest = tuple(a for a in args[0].axes if a != ax)
+        return TType("float", union([rest, args[1].axes], prog.axes), grad=args[0].grad)
     if isinstance(expr, ir.Item):
         return TType("float", (), grad=True)
     if isinstance(expr, ir.Component):

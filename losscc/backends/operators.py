@@ -131,7 +131,7 @@ OPERATORS: Mapping[str, Operator] = MappingProxyType({o.key: o for o in (
     _op("take_along_axis", "x axis index", "x's entries at index along the axis"),
     _op("gather_log_softmax", "x axis index", "log_softmax(x)[index] as x[index] - logsumexp(x)",
         optional=True),
-    _op("lookup", "x index", "entries of a 1-D x at an int tensor of positions"),
+    _op("lookup", "x index", "entries of x read flat (row-major) at an int tensor of positions"),
     # shapes, dtypes and constants
     _op("broadcast_to", "x shape", "x broadcast to the shape"),
     _op("reshape", "x shape", "x with the shape"),
