@@ -258,8 +258,9 @@ class OperatorLowering:
         x, idx, ax = e.args
         index = self.tensor_arg(idx)  # read twice where the table has other axes: positions' dtype
         flat, stride = "", ""
-        for a in reversed([a for a in self.prog.axes if a in src_axes]):
-            if a == ax:
+        own = [a for a in self.prog.axes if a in src_axes]
+        for k, a in enumerate(reversed(own)):
+            if a == ax.name:
                 coord = index
             else:
                 coord = self.op("arange", n=self.need(a), like=index)
@@ -268,7 +269,8 @@ class OperatorLowering:
                     coord = self.op("reshape", x=coord, shape=shape)
             term = f"{coord} * {stride}" if stride else coord
             flat = f"{term} + {flat}" if flat else term
-            stride = f"{stride} * {self.need(a)}" if stride else self.need(a)
+            if k < len(own) - 1:  # the first axis's size is not needed
+                stride = f"{stride} * {self.need(a)}" if stride else self.need(a)
         return self.call("lookup", x=self.value(x), index=flat)
 
     def _lower_TensorOp(self, e) -> tuple[str, int]:

@@ -85,7 +85,8 @@ def read_inputs(r: Reader, top: dict[str, Node], names: Namespace, params: list[
         r.err(top["inputs"], "E104", f"inputs: more than the limit 'inputs' ({limits.MAX_INPUTS})")
     axes_seen: list[str] = []  # every input's shape symbols, in order ("*S" for a group)
     sizes: dict[str, int] = {}  # axes of a fixed size, as declared
-    inputs = names.read_each(im, "inputs", "input", partial(_input, r, path, axes_seen, sizes, params))
+    named = _shape_symbols(im)  # a label's domain may name an axis of a later input ([0, C))
+    inputs = names.read_each(im, "inputs", "input", partial(_input, r, path, axes_seen, sizes, named, params))
     if inputs and all(i.dtype != "float" for i in inputs):
         r.err(top["inputs"], "E122", "inputs: at least one input must be a float tensor")
     for a in axes_seen:
@@ -93,8 +94,21 @@ def read_inputs(r: Reader, top: dict[str, Node], names: Namespace, params: list[
     return inputs
 
 
-def _input(r: Reader, path: str, axes_seen: list[str], sizes: dict[str, int], params: list[Param], key: str,
-           node: Node) -> Input | None:
+def _shape_symbols(im: dict) -> set[str]:
+    """The shape symbols every input's shape names (unchecked: only domains look them up)."""
+    out: set[str] = set()
+    for node in im.values():
+        shape = node.value.get("shape") if isinstance(node.value, dict) else None
+        for item in shape.value if shape is not None and isinstance(shape.value, list) else ():
+            s = item.value
+            if isinstance(s, str) and len(s) <= limits.MAX_NAME_CHARS + 8:
+                m = _FIXED.match(s)
+                out.add(m.group(1) if m else s.lstrip("*"))
+    return out
+
+
+def _input(r: Reader, path: str, axes_seen: list[str], sizes: dict[str, int], named: set[str],
+           params: list[Param], key: str, node: Node) -> Input | None:
     where, loc = f"inputs.{key}", Location(path, node.line, node.col)
     fields = r.mapping(node, where, INPUT_FIELDS)
     missing = [f for f in ("dtype", "shape") if f not in fields]
@@ -107,7 +121,7 @@ def _input(r: Reader, path: str, axes_seen: list[str], sizes: dict[str, int], pa
     if shape is None:
         return None
     shape, own_sizes = shape
-    domain = _domain(r, node, fields, where, dtype, {a.lstrip("*") for a in axes_seen})
+    domain = _domain(r, node, fields, where, dtype, {a.lstrip("*") for a in axes_seen} | named)
     if domain is None:
         return None
     flags = _flags(r, node, fields, where, dtype)
