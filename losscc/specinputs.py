@@ -140,7 +140,7 @@ def _dtype(r: Reader, node: Node, where: str) -> str | None:
     return None
 
 
-_FIXED = re.compile(r"([A-Z][A-Za-z0-9]*)\s*=\s*([0-9]+)\Z")
+_FIXED = re.compile(r"([A-Z][A-Za-z0-9]*) *= *([0-9]+)\Z")
 
 
 def _fixed(r: Reader, item: Node, where: str, sizes: dict[str, int]) -> tuple[str, int] | None:
