@@ -53,8 +53,8 @@ class _Latex(LatexPrinter):
     def _print_Gather(self, e, **kwargs):
         return rf"{self._print(e.args[0])}_{{[{self._print(e.args[1])}]}}"
 
-    def _print_Component(self, e, **kwargs):
-        return rf"{self._print(e.args[0])}_{{{e.args[1]}}}"
+    def _print_Component(self, e, **kwargs):  # boxes1[0]: the name may have a subscript already
+        return rf"{self._print(e.args[0])}\lbrack {e.args[1]} \rbrack"
 
     def _print_Item(self, e, **kwargs):
         return rf"{self._print(e.args[0])}_{{{e.args[1]}}}"
