@@ -9,24 +9,30 @@ The package exports the loss classes; each function is imported from its module
 one from a configuration (hyperparameters and reduction).
 """
 
+from .arcface import Arcface
 from .bce import Bce
 from .bce_dice import BceDice
 from .bce_with_logits import BceWithLogits
 from .binary_hinge import BinaryHinge
 from .categorical_hinge import CategoricalHinge
+from .center_loss import CenterLoss
+from .cosface import Cosface
 from .cosine_distance import CosineDistance
 from .cosine_embedding import CosineEmbedding
 from .cosine_similarity import CosineSimilarity
 from .cross_entropy import CrossEntropy
 from .cross_entropy_probs import CrossEntropyProbs
 from .dice import Dice
+from .diou_loss import DiouLoss
 from .distill_hard import DistillHard
 from .distill_kd import DistillKd
 from .focal import Focal
 from .gaussian_nll import GaussianNll
+from .giou_loss import GiouLoss
 from .hinge import Hinge
 from .hinge_embedding import HingeEmbedding
 from .huber import Huber
+from .iou_loss import IouLoss
 from .kl_div import KlDiv
 from .kld import Kld
 from .l1 import L1
@@ -55,24 +61,30 @@ from .tversky import Tversky
 from .uncertainty_multitask import UncertaintyMultitask
 
 LOSSES = {
+    "arcface": Arcface,
     "bce": Bce,
     "bce_dice": BceDice,
     "bce_with_logits": BceWithLogits,
     "binary_hinge": BinaryHinge,
     "categorical_hinge": CategoricalHinge,
+    "center_loss": CenterLoss,
+    "cosface": Cosface,
     "cosine_distance": CosineDistance,
     "cosine_embedding": CosineEmbedding,
     "cosine_similarity": CosineSimilarity,
     "cross_entropy": CrossEntropy,
     "cross_entropy_probs": CrossEntropyProbs,
     "dice": Dice,
+    "diou_loss": DiouLoss,
     "distill_hard": DistillHard,
     "distill_kd": DistillKd,
     "focal": Focal,
     "gaussian_nll": GaussianNll,
+    "giou_loss": GiouLoss,
     "hinge": Hinge,
     "hinge_embedding": HingeEmbedding,
     "huber": Huber,
+    "iou_loss": IouLoss,
     "kl_div": KlDiv,
     "kld": Kld,
     "l1": L1,
@@ -121,24 +133,30 @@ def get_loss(name, **config):
 __all__ = [
     "L1",
     "LOSSES",
+    "Arcface",
     "Bce",
     "BceDice",
     "BceWithLogits",
     "BinaryHinge",
     "CategoricalHinge",
+    "CenterLoss",
+    "Cosface",
     "CosineDistance",
     "CosineEmbedding",
     "CosineSimilarity",
     "CrossEntropy",
     "CrossEntropyProbs",
     "Dice",
+    "DiouLoss",
     "DistillHard",
     "DistillKd",
     "Focal",
     "GaussianNll",
+    "GiouLoss",
     "Hinge",
     "HingeEmbedding",
     "Huber",
+    "IouLoss",
     "KlDiv",
     "Kld",
     "LogCosh",
