@@ -231,3 +231,11 @@ def test_compiled_norm_of_a_zero_vector_has_gradient_zero(tmp_path):
     x = jnp.array([[0.0, 0.0, 0.0], [3.0, 0.0, 4.0]], dtype=jnp.float32)
     g = jax.grad(lambda v: fn(v, reduction="sum"))(x)
     np.testing.assert_allclose(np.asarray(g), [[0, 0, 0], [0.6, 0, 0.8]], rtol=1e-6)
+
+
+def test_a_called_spec_with_a_fixed_axis_needs_one_of_that_size():
+    call = "loss = iou_loss(a, b, reduction=none)"
+    code, _, _, msg = error_of("a: {dtype: float, shape: [N, J]}\nb: {dtype: float, shape: [N, J]}", call)
+    assert code == "E264" and "fixed size 4" in msg
+    prog = build_program(make_spec('a: {dtype: float, shape: [N, "J=4"]}\nb: {dtype: float, shape: [N, J]}', call))
+    assert prog.typeof(prog.loss).axes == ("N",)
