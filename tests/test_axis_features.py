@@ -172,9 +172,9 @@ COMPILED_FORMULA = """
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
+    from losscc import verify
     from losscc.backends import all_backends
     from losscc.emit import compile_spec
-    from losscc import verify
 
     spec = make_spec(COMPILED, COMPILED_FORMULA, name="axis_features")
     tmp = tmp_path_factory.mktemp("axis_features")
