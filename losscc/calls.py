@@ -35,15 +35,17 @@ class CallRules:
         if records[0].rule == "rename":
             return self.rule_rename(node, records[0], node.args, node.keywords, d)
         kws = {}
+        extra = {k for f in records for k in f.keywords}
         for kw in node.keywords:
-            if kw.arg != "axis":
-                raise Fail(kw, "E209", f"{fname}: unknown keyword '{kw.arg}' (only axis=)")
-            kws["axis"] = kw.value
+            if kw.arg != "axis" and kw.arg not in extra:
+                known = ", ".join(f"{k}=" for k in ("axis", *sorted(extra)))
+                raise Fail(kw, "E209", f"{fname}: unknown keyword '{kw.arg}' (only {known})")
+            kws[kw.arg] = kw.value
         args = node.args
         if any(isinstance(a, ast.Starred) for a in args):
             raise Fail(node, "E202", "'*' arguments are not allowed")
-        f = functions.overload(fname, bool(kws))
-        if f.rule not in ("elementwise", "reduce", "keep"):
+        f = functions.overload(fname, "axis" in kws)
+        if f.rule not in ("elementwise", "reduce", "keep", "normalize"):
             if kws and f.rule != "one_hot":
                 raise Fail(node, "E209", f"{fname}: takes no axis")
             if len(args) > limits.MAX_CALL_ARGS:  # each becomes a nested call in the generated code
@@ -68,7 +70,7 @@ class CallRules:
                        "the argument evaluates to it (below 1e-100 at 50 and at 200 digits)")
         return self._t(f.build(x), TType("float", t.axes, grad=t.grad))
 
-    def rule_reduce(self, node, f: Function, args, kws, d, keep=False):
+    def rule_reduce(self, node, f: Function, args, kws, d, keep=False, build=True):
         self.arity(node, f, args)
         if "axis" not in kws:
             raise Fail(node, "E209", f"{f.name}: needs axis=, e.g. {f.name}(x, axis=C)")
@@ -78,10 +80,30 @@ class CallRules:
         if ax in self.variadic and not f.variadic_axis:
             raise Fail(kws["axis"], "E218", f"{f.name}: cannot reduce over the variadic group *{ax}")
         rest = t.axes if keep else tuple(a for a in t.axes if a != ax)
+        if not build:  # the caller builds (normalize's keywords)
+            return x, TType("float", rest, grad=t.grad)
         return self._t(f.build(x, sp.Symbol(ax)), TType("float", rest, grad=t.grad))
 
     def rule_keep(self, node, f: Function, args, kws, d):
         return self.rule_reduce(node, f, args, kws, d, keep=True)
+
+    def rule_normalize(self, node, f: Function, args, kws, d):
+        """normalize(x, axis=C, eps=e): x / max(norm(x, axis=C), e); e a positive constant or
+        a parameter (PyTorch's default 1e-12 without it)."""
+        eps = kws.pop("eps", None)
+        x, t = self.rule_reduce(node, f, args, kws, d, keep=True, build=False)
+        ax = sp.Symbol(self.axis_arg(kws["axis"], t, f.name))
+        if eps is None:
+            return self._t(f.build(x, ax), t)
+        e, et = self.visit(eps, d)
+        if et.axes or et.dtype != "float" or et.grad or not (e.is_Number or e.free_symbols <= self.param_symbols()):
+            raise Fail(eps, "E225", f"{f.name}: eps must be a positive constant or a parameter")
+        if e.is_Number and not e > 0:
+            raise Fail(eps, "E225", f"{f.name}: eps must be positive, got {e}")
+        return self._t(f.build(x, ax, e), t)
+
+    def param_symbols(self) -> set:
+        return {self.env[p.name][0] for p in self.spec.params if p.name in self.env}
 
     def rule_variadic(self, node, f: Function, args, kws, d):
         if len(args) < 2:

@@ -84,7 +84,7 @@ def check_inputs(spec, inputs: dict, params: dict, prefix: str, skip: frozenset 
     """Check `inputs` (name -> nested list, number or None) against the spec; return the
     axis sizes {symbol: tuple}.  `params` holds the case's parameter values; inputs named
     in `skip` are filled in later (a scalar for every entry)."""
-    sizes: dict = {}
+    sizes: dict = {a: ((n,), "the spec's shape") for a, n in spec.sizes.items()}
     for inp in spec.inputs:
         if inp.name in skip:
             continue

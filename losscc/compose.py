@@ -27,6 +27,7 @@ _ACTIVE: list[str] = []            # specs whose programs are being built, outer
 _CACHES: list[dict] = []          # per outermost build: each spec file's program, built once
 _FOLDS = {  # a tensor operator of a constant (an omitted optional input's default)
     ir.Gather: lambda c, ax: c,
+    ir.Component: lambda c, ax: c,
     ir.ReduceMean: lambda c, ax: c,
     ir.ReduceMax: lambda c, ax: c,
     ir.ReduceSum: lambda c, ax: c * ir.Size(ax),
@@ -206,6 +207,10 @@ class SpecCalls:
             if inp.domain.hi in axes and inp.dtype == "int" and t.index_of not in axes[inp.domain.hi]:
                 raise Fail(a, "E264", f"{spec.name}: input '{inp.name}' indexes axis {inp.domain.hi}, "
                                       f"the argument is no index of [{', '.join(axes[inp.domain.hi])}]")
+        for k, n in spec.sizes.items():  # an axis of a fixed size is the caller's axis of that size
+            if k in axes and axes[k] and [self.spec.sizes.get(x) for x in axes[k]] != [n]:
+                raise Fail(node, "E264", f"{spec.name}: its axis {k} has the fixed size {n}; the caller's "
+                                         f"[{', '.join(axes[k])}] must be one axis declared {axes[k][0]}={n}")
         taken = [x for v in axes.values() for x in v]
         if len(taken) != len(set(taken)):
             raise Fail(node, "E264", f"{spec.name}: two of its axes are the same axis of the caller")

@@ -283,13 +283,31 @@ class Converter(CallRules, SpecCalls):
             return a if c[0] is sp.true else b
         return self._t(sp.Piecewise((a[0], opaque(c[0])), (b[0], True), evaluate=False), t)
 
+    def component(self, node, idx_node, k: int, x, xt: TType):
+        """x[k] on a tensor with one axis of a fixed size (shape: [N, K=4]): entry k along it."""
+        sizes = self.spec.sizes
+        fixed = [a for a in xt.axes if a in sizes]
+        if not fixed:
+            raise Fail(node, "E219", "constant indices apply only to learnable tensors of shape [K] and to "
+                        "tensors with an axis of a fixed size (shape: [N, K=4])")
+        if len(fixed) > 1:
+            raise Fail(node, "E219", f"'{source(node.value)}' has several axes of a fixed size "
+                        f"([{', '.join(fixed)}]); a constant index needs exactly one")
+        if xt.dtype != "float":
+            raise Fail(node.value, "E220", "only float tensors can be indexed by a constant")
+        ax = fixed[0]
+        if not 0 <= k < sizes[ax]:
+            raise Fail(idx_node, "E219", f"index {k} is out of range for axis {ax} of size {sizes[ax]}")
+        rest = tuple(a for a in xt.axes if a != ax)
+        return self._t(ir.Component(x, sp.Integer(k), sp.Symbol(ax)), TType("float", rest, grad=xt.grad))
+
     def v_Subscript(self, node, d):
         x, xt = self.visit(node.value, d)
         idx_node = node.slice
         if isinstance(idx_node, ast.Constant) and isinstance(idx_node.value, int) and not isinstance(idx_node.value, bool):
             k = idx_node.value
             if not xt.literal:
-                raise Fail(node, "E219", "constant indices apply only to learnable tensors of shape [K]")
+                return self.component(node, idx_node, k, x, xt)
             if not 0 <= k < xt.literal:
                 raise Fail(idx_node, "E219", f"index {k} is out of range for shape [{xt.literal}]")
             return self._t(ir.Item(x, sp.Integer(k)), TType("float", (), grad=True))
@@ -313,8 +331,11 @@ class Converter(CallRules, SpecCalls):
         if k in it.axes:
             raise Fail(idx_node, "E223", f"'{source(idx_node)}' has the axis {k} that it indexes")
         rest = tuple(a for a in xt.axes if a != k)
-        if rest and set(rest) != set(it.axes):
-            raise Fail(node, "E224", f"gather: the indexed tensor's other axes [{', '.join(rest)}] "
-                        f"must equal the label's axes [{', '.join(it.axes)}]")
-        return self._t(ir.Gather(x, i, sp.Symbol(k)), TType("float", it.axes, grad=xt.grad))
+        own = [a for a in rest if a not in it.axes]
+        if own and any(a in self.variadic for a in rest):
+            raise Fail(node, "E224", f"gather: the indexed tensor has axes [{', '.join(own)}] that the label "
+                        f"lacks and a variadic group among [{', '.join(rest)}]; a table (centers[label]) "
+                        "has fixed axes only")
+        return self._t(ir.Gather(x, i, sp.Symbol(k)), TType("float", self.union(TType("float", rest), it),
+                                                           grad=xt.grad))
 

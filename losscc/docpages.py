@@ -53,6 +53,9 @@ class _Latex(LatexPrinter):
     def _print_Gather(self, e, **kwargs):
         return rf"{self._print(e.args[0])}_{{[{self._print(e.args[1])}]}}"
 
+    def _print_Component(self, e, **kwargs):  # boxes1[0]: the name may have a subscript already
+        return rf"{self._print(e.args[0])}\lbrack {e.args[1]} \rbrack"
+
     def _print_Item(self, e, **kwargs):
         return rf"{self._print(e.args[0])}_{{{e.args[1]}}}"
 
@@ -170,7 +173,7 @@ def _input_rows(spec: Spec) -> list[str]:
             notes.append(f"positions equal to `{i.ignore}` are ignored")
         if i.doc:
             notes.append(i.doc)
-        rows.append(f"| `{i.name}` | {i.dtype} | [{', '.join(i.shape)}] | {_cell(i.domain.text)} | "
+        rows.append(f"| `{i.name}` | {i.dtype} | {spec.shape_text(i)} | {_cell(i.domain.text)} | "
                     f"{_cell('; '.join(notes))} |")
     return rows
 

@@ -46,7 +46,7 @@ def _random_sizes(spec: Spec, k: int, rng: np.random.Generator) -> dict[str, tup
                     rank = 1 + (k % 2)
                     sizes[a.lstrip("*")] = tuple(int(rng.integers(2, 5)) for _ in range(rank))
                 else:
-                    sizes[a] = (int(rng.integers(2, 5)),)
+                    sizes[a] = (spec.sizes[a],) if a in spec.sizes else (int(rng.integers(2, 5)),)
     return sizes
 
 

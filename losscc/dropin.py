@@ -349,7 +349,7 @@ def _input_checks(spec, lead: str | None) -> list[str]:
         if not inp.broadcast:
             fixed = len([a for a in inp.shape if not a.startswith("*")])
             variadic = any(a.startswith("*") for a in inp.shape)
-            axes = f"[{', '.join(inp.shape)}]"
+            axes = spec.shape_text(inp)
             if variadic and fixed:
                 zero = " and len({n}.shape) != 0".format(n=n) if lead is not None and inp.shape[0] == lead else ""
                 fail(f"{guard}len({n}.shape) < {fixed}{zero}", pad, n, f"of shape {axes}" + (" or 0-D" if zero else ""),
@@ -357,6 +357,13 @@ def _input_checks(spec, lead: str | None) -> list[str]:
             elif not variadic:
                 fail(f"{guard}len({n}.shape) != {fixed}", pad, n, f"of shape {axes}",
                      f"rank {{len({n}.shape)}}")
+            star = next((k for k, a in enumerate(inp.shape) if a.startswith("*")), len(inp.shape))
+            for k, a in enumerate(inp.shape):
+                size = spec.sizes.get(a)
+                if size is not None:  # after the rank check, so the position exists
+                    at = k if k < star else k - len(inp.shape)
+                    fail(f"{guard}{n}.shape[{at}] != {size}", pad, n, f"of shape {axes}",
+                         f"size {{{n}.shape[{at}]}} on axis {a}")
             other = seen_shapes.get(inp.shape)
             if other is not None and variadic and not inp.optional:
                 fail(f"len({n}.shape) != len({other}.shape)", pad, n, f"of the rank of {other}",

@@ -169,7 +169,7 @@ def arg_docs(spec: Spec, d=None) -> list[str]:
         return f"{n} (or {aliases[n]})" if n in aliases else n
 
     for i in spec.inputs:
-        text = f"{named(i.name)}: {i.dtype} tensor of shape [{', '.join(i.shape)}]"
+        text = f"{named(i.name)}: {i.dtype} tensor of shape {spec.shape_text(i)}"
         if i.scalar:
             text += " or a number (the same everywhere)"
         if i.domain.text != "real":

@@ -52,6 +52,12 @@ class FormulaPrinter(StrPrinter):
     def _print_Rename(self, e):
         return f"rename({self._print(e.args[0])}, {e.args[1]}={e.args[2]})"
 
+    def _print_Component(self, e):
+        x = self._print(e.args[0])
+        if not (x.isidentifier() or x.endswith(")")):
+            x = f"({x})"
+        return f"{x}[{e.args[1]}]"
+
     def _print_Item(self, e):
         return f"{self._print(e.args[0])}[{e.args[1]}]"
 

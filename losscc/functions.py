@@ -29,7 +29,8 @@ from . import ir
 
 # typing rules: methods ``rule_<name>`` of the parser's call rules
 RULES = ("elementwise", "variadic", "clip", "where", "piecewise", "reduce", "keep", "one_hot",
-         "stop_gradient", "piecewise_constant", "arg_extremum", "refused", "index", "rename")
+         "stop_gradient", "piecewise_constant", "arg_extremum", "refused", "index", "rename",
+         "normalize")
 # range facts: how a property of the node follows from its arguments
 #   yes / no: always / not known; arg: that of the first argument; all / any: of all / of any
 #   argument; lo: that of the second argument (clip's lower bound); branches: of every value
@@ -74,6 +75,7 @@ class Function:
     variadic_axis: bool = False       # may reduce over a variadic group (*S)
     singular: int | None = None       # a constant argument of this value is refused (E203)
     section: str = "elementwise"      # the function list's group
+    keywords: tuple[str, ...] = ()    # keyword arguments beside axis= (constants or parameters)
 
 
 # ------------------------------------------------------------------ mpmath evaluators
@@ -135,6 +137,17 @@ def _reduce(name, node, op, doc, range_=Range(), rule="reduce", **kw) -> Functio
                     reference=METHOD, ops=(op,), range=range_, printer="axis", section="axis", **kw)
 
 
+def _norm(x, axis):
+    return sp.sqrt(ir.ReduceSum(x**2, axis))
+
+
+NORMALIZE_EPS = sp.Float(1e-12)  # PyTorch's F.normalize
+
+
+def _normalize(x, axis, eps=NORMALIZE_EPS):
+    return x / sp.Max(_norm(x, axis), eps, evaluate=False)
+
+
 _NONNEG = Range(nonneg="yes")
 _ARG = Range(positive="arg", nonneg="arg", bounded="arg")
 
@@ -155,6 +168,8 @@ FUNCTIONS: tuple[Function, ...] = (
     _unary("cosh", sp.cosh, mpmath.cosh, "hyperbolic cosine"),
     _unary("erf", sp.erf, mpmath.erf, "error function, 2 / sqrt(pi) * integral of exp(-t**2) from 0 to x",
            range_=Range(bounded="yes")),
+    _unary("cos", sp.cos, mpmath.cos, "cosine (x in radians)", range_=Range(bounded="yes")),
+    _unary("sin", sp.sin, mpmath.sin, "sine (x in radians)", range_=Range(bounded="yes")),
     _sugar("relu", "relu(x)", "elementwise", "max(x, 0) with relu'(0) = 0", _relu, "where(x > 0, x, 0)"),
     _sugar("square", "square(x)", "elementwise", "x times x", lambda x: x**2, "x**2"),
     Function("max", "max(a, b, ...)", "variadic", "largest argument; ties: see Gradients at ties and kinks",
@@ -181,6 +196,13 @@ FUNCTIONS: tuple[Function, ...] = (
     _reduce("softmax", ir.Softmax, "softmax", "exp(x) / sum(exp(x), axis=C); keeps the axis",
             Range(nonneg="yes", bounded="yes"), rule="keep"),
     _reduce("log_softmax", ir.LogSoftmax, "log_softmax", "x - logsumexp(x, axis=C); keeps the axis", rule="keep"),
+    _sugar("norm", "norm(x, axis=C)", "reduce", "Euclidean (L2) norm over the axis; its gradient at a zero "
+           "vector is 0 (the guard of sqrt)", _norm, "sqrt(sum(x**2, axis=C))", axis=True, section="axis",
+           variadic_axis=True),
+    _sugar("normalize", "normalize(x, axis=C, eps=1e-12)", "normalize",
+           "x divided by its norm over the axis, at least eps (PyTorch's F.normalize); keeps the axis; "
+           "eps a constant or a parameter", _normalize, "x / max(norm(x, axis=C), eps)", axis=True,
+           section="axis", keywords=("eps",)),
     Function("one_hot", "one_hot(label, C)", "one_hot", "1.0 where the position along C equals the label, else 0.0",
              nargs=2, build=ir.OneHot, node=ir.OneHot, reference=METHOD, ops=("arange", "reshape", "cast"),
              range=Range(nonneg="yes", bounded="yes"), section="other"),

@@ -21,8 +21,9 @@ from sympy.codegen.cfunctions import expm1, log1p
 
 __all__ = [
     "sigmoid", "softplus", "log1p", "expm1", "Clip", "Where", "TensorOp", "ReduceSum", "ReduceMean",
-    "ReduceMax", "LogSumExp", "Softmax", "LogSoftmax", "Gather", "OneHot", "StopGradient",
-    "Size", "Item", "Index", "Rename", "Diff", "AXIS_REMOVING", "AXIS_KEEPING", "Round", "Floor", "Ceil", "Sign", "ArgMax", "ArgMin",
+    "ReduceMax", "LogSumExp", "Softmax", "LogSoftmax", "Gather", "Component", "OneHot", "StopGradient",
+    "Size", "Item", "Index", "Rename", "Diff", "AXIS_REMOVING", "AXIS_KEEPING", "Round", "Floor", "Ceil",
+    "Sign", "ArgMax", "ArgMin",
     "PIECEWISE_CONSTANT", "ARG_EXTREMA", "real_abs", "real_parts", "tree_size", "EVALUATE_NODES",
 ]
 
@@ -227,6 +228,13 @@ class LogSoftmax(TensorOp):
 
 class Gather(TensorOp):
     """Gather(x, index, axis): x taken along `axis` at integer `index`."""
+
+    nargs = 3
+
+
+class Component(TensorOp):
+    """Component(x, k, axis): entry k of x along an axis of a fixed size (``box[0]`` for
+    ``shape: [N, K=4]``); the axis is removed."""
 
     nargs = 3
 

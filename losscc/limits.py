@@ -13,6 +13,7 @@ MAX_TREE = 20000           # nodes of the loss after inlining its bindings
 MAX_EXPONENT = 64          # |integer exponent| in x**k
 MAX_CALL_ARGS = 32         # arguments of one call (max, min, Piecewise pairs): Python nests at most ~200 brackets
 MAX_RANK = 8               # axes per input
+MAX_FIXED_SIZE = 64        # size of an axis of a fixed size (shape: [N, K=4])
 MAX_INPUTS = 32
 MAX_PARAMS = 32
 MAX_LEARNABLE_ELEMENTS = 4096

@@ -49,7 +49,11 @@ class Locals:
         unless that is `forbidden` or a Python name (a shape symbol F, Ellipsis, ...)."""
         bad = forbidden | python_names()
         sizes = {}
+        fixed = prog.spec.sizes
         for a in prog.axes:
+            if a in fixed:  # an axis of a fixed size is its number
+                sizes[a] = str(fixed[a])
+                continue
             sizes[a] = allocate(a, taken | bad) if a in bad else a
             taken.add(sizes[a])
         taken |= bad

@@ -408,7 +408,7 @@ def _is_negative(t) -> bool:
 
 # the variable a node's value is stored in, by node type (the nearest along its MRO)
 _HINTS = {ir.LogSoftmax: "log_probs", ir.Softmax: "probs", ir.LogSumExp: "lse", ir.ReduceSum: "total",
-          ir.ReduceMean: "avg", ir.ReduceMax: "peak", ir.Gather: "picked", ir.OneHot: "onehot",
+          ir.ReduceMean: "avg", ir.ReduceMax: "peak", ir.Gather: "picked", ir.OneHot: "onehot", ir.Component: "part",
           ir.StopGradient: "frozen", sp.exp: "e", sp.log: "lg", ir.softplus: "sp", ir.sigmoid: "sig",
           sp.Piecewise: "branch", sp.Abs: "magnitude", ir.ArgMax: "top", ir.ArgMin: "bottom",
           ir.Index: "position", ir.Rename: "renamed", ir.Diff: "step",

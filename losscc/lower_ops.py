@@ -252,6 +252,17 @@ class OperatorLowering:
     def _lower_Item(self, e) -> tuple[str, int]:
         return f"{self.wrap(e.args[0], ATOM)}[{int(e.args[1])}]", ATOM
 
+    def _lower_Component(self, e) -> tuple[str, int]:
+        """Entry k along an axis of a fixed size, kept as size 1: ``x[..., k:k + 1, :]``."""
+        x, k, ax = e.args
+        pos = pos_expr(ax.name, self.prog, self.need)
+        k = int(k)
+        if pos.lstrip("-").isdigit():
+            key = ", ".join(["...", f"{k}:{k + 1}"] + [":"] * (-int(pos) - 1))
+        else:  # variadic axes after it
+            key = f"(Ellipsis, slice({k}, {k + 1})) + (slice(None),) * ({pos[1:]} - 1)"
+        return f"{self.wrap(x, ATOM)}[{key}]", ATOM  # basic indexing, the same in every backend
+
     def _lower_StopGradient(self, e) -> tuple[str, int]:
         return self.call("stop_gradient", x=self.value(e.args[0]))
 
@@ -299,6 +310,9 @@ class OperatorLowering:
         index = self.value(e.args[1])
         if src_axes == (ax,):
             return self.call("lookup", x=self.value(x), index=index)
+        rest = [a for a in src_axes if a != ax]
+        if set(rest) != set(self.typeof(e.args[1]).axes):
+            return self._gather_table(e, src_axes)
         if (isinstance(x, ir.LogSoftmax) and x.args[-1] == e.args[-1] and "gather_log_softmax" in self.b.ops
                 and self.uses.get(x, 0) <= 1 and x not in self.memo):
             # log_softmax(z)[i] = z[i] - logsumexp(z): no full-size subtraction, where the
@@ -306,6 +320,27 @@ class OperatorLowering:
             z = self.tensor_arg(x.args[0])
             return self.call("gather_log_softmax", x=z, axis=pos, index=index)
         return self.call("take_along_axis", x=self.value(x), axis=pos, index=index)
+
+    def _gather_table(self, e, src_axes) -> tuple[str, int]:
+        """A table with axes the label lacks (centers [C, D] at label [N]): its entries read
+        flat at ``label * D + arange(D)``, which has the result's canonical layout."""
+        x, idx, ax = e.args
+        index = self.tensor_arg(idx)  # read twice where the table has other axes: positions' dtype
+        flat, stride = "", ""
+        own = [a for a in self.prog.axes if a in src_axes]
+        for k, a in enumerate(reversed(own)):
+            if a == ax.name:
+                coord = index
+            else:
+                coord = self.op("arange", n=self.need(a), like=index)
+                shape = canonical_shape((a,), self.prog, self.need)
+                if shape:
+                    coord = self.op("reshape", x=coord, shape=shape)
+            term = f"{coord} * {stride}" if stride else coord
+            flat = f"{term} + {flat}" if flat else term
+            if k < len(own) - 1:  # the first axis's size is not needed
+                stride = f"{stride} * {self.need(a)}" if stride else self.need(a)
+        return self.call("lookup", x=self.value(x), index=flat)
 
     def _lower_TensorOp(self, e) -> tuple[str, int]:
         """A reduction over one axis, or softmax/log_softmax along it."""

@@ -277,9 +277,14 @@ def _infer(expr: sp.Expr, prog: Program) -> TType:
     if isinstance(expr, ir.Size):
         return TType("float")
     if isinstance(expr, ir.Gather):
-        return TType("float", args[1].axes, grad=args[0].grad)
+        ax = expr.args[-1].name
+        rest = tuple(a for a in args[0].axes if a != ax)
+        return TType("float", union([rest, args[1].axes], prog.axes), grad=args[0].grad)
     if isinstance(expr, ir.Item):
         return TType("float", (), grad=True)
+    if isinstance(expr, ir.Component):
+        ax = expr.args[-1].name
+        return TType("float", tuple(a for a in args[0].axes if a != ax), grad=grad)
     if isinstance(expr, (sp.Rel, sp.And, sp.Or, sp.Not, sp.ITE)):
         return TType("bool", union([a.axes for a in args], prog.axes))
     if isinstance(expr, sp.Piecewise):

@@ -232,7 +232,7 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
     opt_sizes: list[str] = []
     optional = {i.name for i in spec.inputs if i.optional}
     for axis in prog.axes:
-        if axis not in low.sizes:
+        if axis not in low.sizes or axis in spec.sizes:  # a fixed size is a number (checked on entry)
             continue
         code, carriers = _size_expr(axis, spec, prog, low)
         if carriers:
@@ -364,7 +364,7 @@ def _has_broadcast_input(expr, spec: Spec, prog: Program) -> bool:
 
 
 def _changes_layout(expr: sp.Expr, prog: Program) -> bool:
-    return any(isinstance(e, (ir.Gather, *ir.AXIS_REMOVING)) for e in sp.preorder_traversal(expr))
+    return any(isinstance(e, (ir.Gather, ir.Component, *ir.AXIS_REMOVING)) for e in sp.preorder_traversal(expr))
 
 
 def explain(spec: Spec) -> str:

@@ -163,6 +163,8 @@ class Ranges:
     def _range_Gather(self, e):  # a gathered entry is one of the source's
         return self.of(e.args[0])
 
+    _range_Component = _range_Gather
+
     # ---------------------------------------------------------------- selections
 
     def _range_Where(self, e):

@@ -321,6 +321,12 @@ class Evaluator:
     def _eval_Item(self, e, ev):
         return ev(e.args[0]).reshape(-1)[int(e.args[1])]
 
+    def _eval_Component(self, e, ev):
+        x = np.asarray(ev(e.args[0]), dtype=object)
+        (d,) = self.layout.dims[e.args[-1].name]
+        k = int(e.args[1]) if x.shape[d] > 1 else 0  # a value constant along the axis
+        return np.take(x, [k], axis=d)
+
     def _eval_StopGradient(self, e, ev):
         if self._freeze and e in self.frozen:
             return self.frozen[e]

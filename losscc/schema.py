@@ -26,7 +26,7 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 # ECMA-262 regular expressions (what editors run) for spec.IDENT and spec.AXIS;
 # tests/test_schema.py checks that they accept the same names as the loader's
 IDENT_PATTERN = "^[a-z][a-z0-9_]*$"
-AXIS_PATTERN = "^\\*?[A-Z][A-Za-z0-9]*$"
+AXIS_PATTERN = "^(\\*?[A-Z][A-Za-z0-9]*|[A-Z][A-Za-z0-9]* *= *[0-9]+)$"
 
 _STR = {"type": "string"}
 _TEXT = {"type": "string", "maxLength": limits.MAX_TEXT_CHARS}
@@ -55,8 +55,8 @@ def _input() -> dict:
     props = {
         "dtype": {"enum": ["float", "int"], "description": "float or int tensor"},
         "shape": {"type": "array", "maxItems": limits.MAX_RANK, "uniqueItems": True,
-                  "items": {"type": "string", "pattern": AXIS_PATTERN, "maxLength": limits.MAX_NAME_CHARS},
-                  "description": "shape symbols such as [N, C]; *S is any number of axes"},
+                  "items": {"type": "string", "pattern": AXIS_PATTERN, "maxLength": limits.MAX_NAME_CHARS + 8},
+                  "description": "shape symbols such as [N, C]; *S is any number of axes; K=4 an axis of size 4"},
         "domain": {"type": "string", "maxLength": 200,
                    "description": 'values taken: "[0, C)", "(0, 1)", "[0, inf)", "{-1, 1}" or "real"'},
         "optional": {"type": "boolean", "description": "may be None, meaning `default`"},

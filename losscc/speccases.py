@@ -81,6 +81,10 @@ class _SpecView:
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)
 
+    @property
+    def sizes(self) -> dict[str, int]:
+        return {a: n for i in self.inputs for a, n in i.sizes}
+
 
 def check_cases(out: Collector, cases: list[Case], inputs: list[Input], params: list[Param],
                 reductions: list[ReductionDef]) -> None:

@@ -73,6 +73,7 @@ def _default_value(value: float) -> sp.Expr:
 # a tensor operator applied to a constant (a substituted default) is a constant
 _CONSTANT_FOLDS = {
     ir.Gather: lambda c, e: c,
+    ir.Component: lambda c, e: c,
     ir.StopGradient: lambda c, e: c,
     ir.ReduceMean: lambda c, e: c,
     ir.ReduceMax: lambda c, e: c,

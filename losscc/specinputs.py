@@ -84,7 +84,9 @@ def read_inputs(r: Reader, top: dict[str, Node], names: Namespace, params: list[
     if len(im) > limits.MAX_INPUTS:
         r.err(top["inputs"], "E104", f"inputs: more than the limit 'inputs' ({limits.MAX_INPUTS})")
     axes_seen: list[str] = []  # every input's shape symbols, in order ("*S" for a group)
-    inputs = names.read_each(im, "inputs", "input", partial(_input, r, path, axes_seen, params))
+    sizes: dict[str, int] = {}  # axes of a fixed size, as declared
+    named = _shape_symbols(im)  # a label's domain may name an axis of a later input ([0, C))
+    inputs = names.read_each(im, "inputs", "input", partial(_input, r, path, axes_seen, sizes, named, params))
     if inputs and all(i.dtype != "float" for i in inputs):
         r.err(top["inputs"], "E122", "inputs: at least one input must be a float tensor")
     for a in axes_seen:
@@ -92,7 +94,21 @@ def read_inputs(r: Reader, top: dict[str, Node], names: Namespace, params: list[
     return inputs
 
 
-def _input(r: Reader, path: str, axes_seen: list[str], params: list[Param], key: str, node: Node) -> Input | None:
+def _shape_symbols(im: dict) -> set[str]:
+    """The shape symbols every input's shape names (unchecked: only domains look them up)."""
+    out: set[str] = set()
+    for node in im.values():
+        shape = node.value.get("shape") if isinstance(node.value, dict) else None
+        for item in shape.value if shape is not None and isinstance(shape.value, list) else ():
+            s = item.value
+            if isinstance(s, str) and len(s) <= limits.MAX_NAME_CHARS + 8:
+                m = _FIXED.match(s)
+                out.add(m.group(1) if m else s.lstrip("*"))
+    return out
+
+
+def _input(r: Reader, path: str, axes_seen: list[str], sizes: dict[str, int], named: set[str],
+           params: list[Param], key: str, node: Node) -> Input | None:
     where, loc = f"inputs.{key}", Location(path, node.line, node.col)
     fields = r.mapping(node, where, INPUT_FIELDS)
     missing = [f for f in ("dtype", "shape") if f not in fields]
@@ -101,16 +117,17 @@ def _input(r: Reader, path: str, axes_seen: list[str], params: list[Param], key:
     if missing:
         return None
     dtype = _dtype(r, fields["dtype"], where)
-    shape = _shape(r, fields["shape"], where, axes_seen) if dtype else None
+    shape = _shape(r, fields["shape"], where, axes_seen, sizes) if dtype else None
     if shape is None:
         return None
-    domain = _domain(r, node, fields, where, dtype, {a.lstrip("*") for a in axes_seen})
+    shape, own_sizes = shape
+    domain = _domain(r, node, fields, where, dtype, {a.lstrip("*") for a in axes_seen} | named)
     if domain is None:
         return None
     flags = _flags(r, node, fields, where, dtype)
     ignore = _ignore(r, fields["ignore"], where, dtype, params) if "ignore" in fields else None
     return Input(name=key, dtype=dtype, shape=shape, domain=domain, **flags, ignore=ignore,
-                 doc=r.doc(fields, where).strip(), loc=loc)
+                 doc=r.doc(fields, where).strip(), loc=loc, sizes=own_sizes)
 
 
 def _dtype(r: Reader, node: Node, where: str) -> str | None:
@@ -123,8 +140,27 @@ def _dtype(r: Reader, node: Node, where: str) -> str | None:
     return None
 
 
-def _shape(r: Reader, sn: Node, where: str, axes_seen: list[str]) -> tuple[str, ...] | None:
-    """The input's shape symbols; new ones are added to `axes_seen`."""
+_FIXED = re.compile(r"([A-Z][A-Za-z0-9]*) *= *([0-9]+)\Z")
+
+
+def _fixed(r: Reader, item: Node, where: str, sizes: dict[str, int]) -> tuple[str, int] | None:
+    """`K=4`: axis K of size 4 (the same size wherever it is declared)."""
+    m = _FIXED.match(item.value)
+    name, n = m.group(1), int(m.group(2)[:6])
+    if not 1 <= n <= limits.MAX_FIXED_SIZE:
+        r.err(item, "E124", f"{where}.shape: the size of axis {name} must be 1 to {limits.MAX_FIXED_SIZE}, "
+              f"got {clip(m.group(2))}")
+        return None
+    if sizes.setdefault(name, n) != n:
+        r.err(item, "E124", f"{where}.shape: axis {name} has size {sizes[name]} in another input, here {n}")
+        return None
+    return name, n
+
+
+def _shape(r: Reader, sn: Node, where: str, axes_seen: list[str],
+           sizes: dict[str, int]) -> tuple[tuple[str, ...], tuple[tuple[str, int], ...]] | None:
+    """The input's shape symbols and the fixed sizes it declares (``K=4``); new symbols are
+    added to `axes_seen`, new sizes to `sizes`."""
     if not isinstance(sn.value, list):
         r.err(sn, "E112", f"{where}.shape: expected a list of shape symbols such as [N, C]")
         return None
@@ -132,8 +168,15 @@ def _shape(r: Reader, sn: Node, where: str, axes_seen: list[str]) -> tuple[str, 
         r.err(sn, "E104", f"{where}.shape: rank exceeds the limit 'rank' ({limits.MAX_RANK})")
         return None
     shape: list[str] = []
+    own: list[tuple[str, int]] = []
     for item in sn.value:
         s = item.value
+        if isinstance(s, str) and len(s) <= limits.MAX_NAME_CHARS + 8 and _FIXED.match(s):
+            got = _fixed(r, item, where, sizes)
+            if got is None:
+                return None
+            own.append(got)
+            s = got[0]
         if not isinstance(s, str) or not AXIS.match(s) or len(s) > limits.MAX_NAME_CHARS:
             r.err(item, "E124", f"{where}.shape: '{clip(str(s))}' is not a shape symbol "
                   "(an upper-case name such as N or C, or *S for any number of axes)")
@@ -156,7 +199,7 @@ def _shape(r: Reader, sn: Node, where: str, axes_seen: list[str]) -> tuple[str, 
             return None
         if s not in axes_seen:
             axes_seen.append(s)
-    return tuple(shape)
+    return tuple(shape), tuple(own)
 
 
 def _domain(r: Reader, node: Node, fields: dict[str, Node], where: str, dtype: str,

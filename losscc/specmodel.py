@@ -44,6 +44,7 @@ class Input:
     doc: str = ""
     scalar: bool = False           # a number is accepted too: the same value everywhere
     loc: Location = Location()
+    sizes: tuple[tuple[str, int], ...] = ()  # axes of a fixed size declared here ("K=4" -> ("K", 4))
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,16 @@ class Spec:
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        """The axes of a fixed size (``shape: [N, K=4]``) and their sizes."""
+        return {a: n for i in self.inputs for a, n in i.sizes}
+
+    def shape_text(self, inp: Input) -> str:
+        """`inp`'s shape as written in docs and messages: ``[*B, K=4]``."""
+        sizes = self.sizes
+        return "[" + ", ".join(f"{a}={sizes[a]}" if a in sizes else a for a in inp.shape) + "]"
 
     @property
     def reduction_names(self) -> tuple[str, ...]:

@@ -23,7 +23,7 @@ DATA = ROOT / "tests" / "data" / "library"
 SPECS = load_all(find_specs([str(ROOT / "specs")]))
 HELD = load_all(find_specs([str(DATA / "held")]))  # held out of specs/: held/README.md says why
 FILES = sorted(DATA.glob("*.json"))
-LIBRARIES = ("torch ", "keras ", "optax ", "scikit-learn ", "kornia ")
+LIBRARIES = ("torch ", "torchvision ", "keras ", "optax ", "scikit-learn ", "kornia ")
 
 
 def test_case_files_are_unchanged():

@@ -419,8 +419,8 @@ def test_stop_gradient_contributes_no_gradient():
 def test_stop_gradient_of_a_reduction_and_a_straight_through_term():
     # x + stop_gradient(x**3 - x) has the value x**3 and the gradient 1 (straight-through)
     prog = program(MAT, """
-        norm = stop_gradient(sum(x**2, axis=C))
-        loss = x**2 / norm + x + stop_gradient(x**3 - x)
+        sq = stop_gradient(sum(x**2, axis=C))
+        loss = x**2 / sq + x + stop_gradient(x**3 - x)
         """)
     ref = reference(prog, {"x": X2}, {})
     norm = np.sum(X2**2, axis=1, keepdims=True)

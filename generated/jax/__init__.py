@@ -9,26 +9,30 @@ The package exports the loss classes; each function is imported from its module
 one from a configuration (hyperparameters and reduction).
 """
 
+from .arcface import Arcface
 from .bce import Bce
 from .bce_dice import BceDice
 from .bce_with_logits import BceWithLogits
 from .binary_hinge import BinaryHinge
 from .categorical_hinge import CategoricalHinge
-from .contrastive import Contrastive
+from .center_loss import CenterLoss
+from .cosface import Cosface
 from .cosine_distance import CosineDistance
 from .cosine_embedding import CosineEmbedding
 from .cosine_similarity import CosineSimilarity
 from .cross_entropy import CrossEntropy
 from .cross_entropy_probs import CrossEntropyProbs
 from .dice import Dice
+from .diou_loss import DiouLoss
 from .distill_hard import DistillHard
 from .distill_kd import DistillKd
 from .focal import Focal
 from .gaussian_nll import GaussianNll
+from .giou_loss import GiouLoss
 from .hinge import Hinge
 from .hinge_embedding import HingeEmbedding
 from .huber import Huber
-from .info_nce import InfoNce
+from .iou_loss import IouLoss
 from .kl_div import KlDiv
 from .kld import Kld
 from .l1 import L1
@@ -42,7 +46,6 @@ from .multiclass_hinge import MulticlassHinge
 from .multiclass_perceptron import MulticlassPerceptron
 from .multilabel_soft_margin import MultilabelSoftMargin
 from .nll import Nll
-from .nt_xent import NtXent
 from .perceptron import Perceptron
 from .pinball import Pinball
 from .poisson_nll import PoissonNll
@@ -54,32 +57,34 @@ from .soft_margin import SoftMargin
 from .softmax_dice import SoftmaxDice
 from .softmax_focal import SoftmaxFocal
 from .squared_hinge import SquaredHinge
-from .total_variation import TotalVariation
-from .triplet_batch_hard import TripletBatchHard
 from .tversky import Tversky
 from .uncertainty_multitask import UncertaintyMultitask
 
 LOSSES = {
+    "arcface": Arcface,
     "bce": Bce,
     "bce_dice": BceDice,
     "bce_with_logits": BceWithLogits,
     "binary_hinge": BinaryHinge,
     "categorical_hinge": CategoricalHinge,
-    "contrastive": Contrastive,
+    "center_loss": CenterLoss,
+    "cosface": Cosface,
     "cosine_distance": CosineDistance,
     "cosine_embedding": CosineEmbedding,
     "cosine_similarity": CosineSimilarity,
     "cross_entropy": CrossEntropy,
     "cross_entropy_probs": CrossEntropyProbs,
     "dice": Dice,
+    "diou_loss": DiouLoss,
     "distill_hard": DistillHard,
     "distill_kd": DistillKd,
     "focal": Focal,
     "gaussian_nll": GaussianNll,
+    "giou_loss": GiouLoss,
     "hinge": Hinge,
     "hinge_embedding": HingeEmbedding,
     "huber": Huber,
-    "info_nce": InfoNce,
+    "iou_loss": IouLoss,
     "kl_div": KlDiv,
     "kld": Kld,
     "l1": L1,
@@ -93,7 +98,6 @@ LOSSES = {
     "multiclass_perceptron": MulticlassPerceptron,
     "multilabel_soft_margin": MultilabelSoftMargin,
     "nll": Nll,
-    "nt_xent": NtXent,
     "perceptron": Perceptron,
     "pinball": Pinball,
     "poisson_nll": PoissonNll,
@@ -105,8 +109,6 @@ LOSSES = {
     "softmax_dice": SoftmaxDice,
     "softmax_focal": SoftmaxFocal,
     "squared_hinge": SquaredHinge,
-    "total_variation": TotalVariation,
-    "triplet_batch_hard": TripletBatchHard,
     "tversky": Tversky,
     "uncertainty_multitask": UncertaintyMultitask,
 }
@@ -131,26 +133,30 @@ def get_loss(name, **config):
 __all__ = [
     "L1",
     "LOSSES",
+    "Arcface",
     "Bce",
     "BceDice",
     "BceWithLogits",
     "BinaryHinge",
     "CategoricalHinge",
-    "Contrastive",
+    "CenterLoss",
+    "Cosface",
     "CosineDistance",
     "CosineEmbedding",
     "CosineSimilarity",
     "CrossEntropy",
     "CrossEntropyProbs",
     "Dice",
+    "DiouLoss",
     "DistillHard",
     "DistillKd",
     "Focal",
     "GaussianNll",
+    "GiouLoss",
     "Hinge",
     "HingeEmbedding",
     "Huber",
-    "InfoNce",
+    "IouLoss",
     "KlDiv",
     "Kld",
     "LogCosh",
@@ -163,7 +169,6 @@ __all__ = [
     "MulticlassPerceptron",
     "MultilabelSoftMargin",
     "Nll",
-    "NtXent",
     "Perceptron",
     "Pinball",
     "PoissonNll",
@@ -175,8 +180,6 @@ __all__ = [
     "SoftmaxDice",
     "SoftmaxFocal",
     "SquaredHinge",
-    "TotalVariation",
-    "TripletBatchHard",
     "Tversky",
     "UncertaintyMultitask",
     "get_loss",

@@ -143,6 +143,8 @@ BACKEND = Backend(
         "abs": "_abs({x})",
         "tanh": "jnp.tanh({x})",
         "cosh": "jnp.cosh({x})",
+        "cos": "jnp.cos({x})",
+        "sin": "jnp.sin({x})",
         "erf": "jax.lax.erf({x})",
         "sigmoid": "jax.nn.sigmoid({x})",
         # logaddexp(x, 0): max(x, 0) + log1p(exp(-|x|)), no threshold; gradient 1/2 at 0

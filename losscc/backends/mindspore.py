@@ -166,6 +166,8 @@ BACKEND = Backend(
         "abs": "ops.abs({x})",
         "tanh": "ops.tanh({x})",
         "cosh": "ops.cosh({x})",
+        "cos": "ops.cos({x})",
+        "sin": "ops.sin({x})",
         "erf": "ops.erf({x})",
         "sigmoid": "ops.sigmoid({x})",
         "softplus": "_softplus({x})",

@@ -77,6 +77,8 @@ OPERATORS: Mapping[str, Operator] = MappingProxyType({o.key: o for o in (
         [Tie({"x": _X}, gradient={"x": (0.0, 1.0, -1.0)})]),
     _op("tanh", "x", "hyperbolic tangent"),
     _op("cosh", "x", "hyperbolic cosine"),
+    _op("cos", "x", "cosine"),
+    _op("sin", "x", "sine"),
     _op("erf", "x", "error function"),
     _op("sigmoid", "x", "1 / (1 + exp(-x))"),
     _op("softplus", "x", "log(1 + exp(x)) without overflow, accurate far below 0 too", "sigmoid(x), also at x = 0",
@@ -129,7 +131,7 @@ OPERATORS: Mapping[str, Operator] = MappingProxyType({o.key: o for o in (
     _op("take_along_axis", "x axis index", "x's entries at index along the axis"),
     _op("gather_log_softmax", "x axis index", "log_softmax(x)[index] as x[index] - logsumexp(x)",
         optional=True),
-    _op("lookup", "x index", "entries of a 1-D x at an int tensor of positions"),
+    _op("lookup", "x index", "entries of x read flat (row-major) at an int tensor of positions"),
     # shapes, dtypes and constants
     _op("broadcast_to", "x shape", "x broadcast to the shape"),
     _op("reshape", "x shape", "x with the shape"),

@@ -184,6 +184,8 @@ BACKEND = Backend(
         "abs": "paddle.abs({x})",
         "tanh": "paddle.tanh({x})",
         "cosh": "paddle.cosh({x})",
+        "cos": "paddle.cos({x})",
+        "sin": "paddle.sin({x})",
         "erf": "paddle.erf({x})",
         "sigmoid": "F.sigmoid({x})",
         # not F.softplus: one fused kernel, 4-7x faster, but log(1 + exp(x)) loses the
