@@ -42,27 +42,21 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     t_3 = onehot > 0
     target = cosine[label]
     t_4 = target > 0
+    t_5 = clip(1 - target**2, 0, 1)
+    frozen_2 = stop_gradient(t_5)
+    t_6 = t_5 > 0
+    t_7 = where(t_6, sqrt(where(t_6, t_5, 1)), sqrt(where(t_3, where(t_4, frozen_2, 1),
+        1)))
+    t_4 = sin(margin)
     t_5 = cos(margin)
-    t_6 = target*t_5
-    t_7 = sin(margin)
-    t_8 = clip(1 - target**2, 0, 1)
-    frozen_2 = stop_gradient(t_8)
-    t_9 = t_8 > 0
-    t_10 = sqrt(where(t_9, t_8, 1))
-    branch = where(t_4, t_6 - t_7*where(t_9, t_10, sqrt(where(t_3, where(t_4, frozen_2,
-        1), 1))), target)
-    target_1 = target
-    t_11 = t_7
-    t_12 = t_5
-    t_13 = target_1 > -t_12
-    t_14 = t_6
-    t_15 = t_8
-    frozen_3 = frozen_2
-    t_16 = t_9
-    t_17 = t_10
-    t_18 = t_14 - t_11*where(t_16, t_17, sqrt(where(t_3, where(t_13, frozen_3, 1), 1)))
-    logits = where(t_3, scale*where(easy_margin, branch, where(t_13, t_18, -margin*t_11
-        + target_1)), scale*cosine)
+    t_6 = target > -t_5
+    t_7 = t_5
+    t_8 = t_6
+    t_9 = where(t_8, sqrt(where(t_8, t_7, 1)), sqrt(where(t_3, where(t_6, frozen_2, 1),
+        1)))
+    branch = where(easy_margin, where(t_4, target*t_5 - t_4*t_7, target), where(t_6,
+        target*t_5 - t_4*t_9, -margin*t_4 + target))
+    logits = where(t_3, scale*branch, scale*cosine)
     picked = log_softmax(logits, axis=C)[label]
     loss = -picked
 """
@@ -172,6 +166,23 @@ def _clip(x, lo=None, hi=None):
     return x
 
 
+def _gather_log_softmax(x, axis, index):
+    """log_softmax(x)[index] along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """
+    peak = jnp.max(x, axis=axis, keepdims=True)
+    top = x == peak
+    shifted = x - peak
+    below = jnp.where(top, 0, jnp.exp(shifted))
+    ties = jnp.sum(top, axis=axis, keepdims=True, dtype=shifted.dtype)
+    rest = jnp.sum(below, axis=axis, keepdims=True) + (ties - 1)
+    return jnp.take_along_axis(shifted, index, axis=axis) - jnp.log1p(rest)
+
+
 def arcface(
     features,
     label,
@@ -243,40 +254,33 @@ def arcface(
     if easy_margin:
         target = jnp.take_along_axis(cosine, label, axis=-2)
         t_4 = target > 0
-        t_5 = jnp.cos(margin)
-        t_6 = target * t_5
-        t_7 = jnp.sin(margin)
-        t_8 = _clip(1 - target**2, 0, 1)
-        frozen_2 = jax.lax.stop_gradient(t_8)
-        t_9 = t_8 > 0
-        t_10 = jnp.sqrt(jnp.where(t_9, t_8, 1))
+        t_5 = _clip(1 - target**2, 0, 1)
+        frozen_2 = jax.lax.stop_gradient(t_5)
+        t_6 = t_5 > 0
+        t_7 = jnp.where(
+            t_6,
+            jnp.sqrt(jnp.where(t_6, t_5, 1)),
+            jnp.sqrt(jnp.where(t_3, jnp.where(t_4, frozen_2, 1), 1)),
+        )
         branch = jnp.where(
-            t_4,
-            t_6
-            - t_7
-            * jnp.where(
-                t_9, t_10, jnp.sqrt(jnp.where(t_3, jnp.where(t_4, frozen_2, 1), 1))
-            ),
-            target,
+            t_4, target * jnp.cos(margin) - jnp.sin(margin) * t_7, target
         )
     else:
-        target_1 = jnp.take_along_axis(cosine, label, axis=-2)
-        t_11 = jnp.sin(margin)
-        t_12 = jnp.cos(margin)
-        t_13 = target_1 > -t_12
-        t_14 = target_1 * t_12
-        t_15 = _clip(1 - target_1**2, 0, 1)
-        frozen_3 = jax.lax.stop_gradient(t_15)
-        t_16 = t_15 > 0
-        t_17 = jnp.sqrt(jnp.where(t_16, t_15, 1))
-        t_18 = t_14 - t_11 * jnp.where(
-            t_16, t_17, jnp.sqrt(jnp.where(t_3, jnp.where(t_13, frozen_3, 1), 1))
+        target = jnp.take_along_axis(cosine, label, axis=-2)
+        t_4 = jnp.sin(margin)
+        t_5 = jnp.cos(margin)
+        t_6 = target > -t_5
+        t_7 = _clip(1 - target**2, 0, 1)
+        frozen_2 = jax.lax.stop_gradient(t_7)
+        t_8 = t_7 > 0
+        t_9 = jnp.where(
+            t_8,
+            jnp.sqrt(jnp.where(t_8, t_7, 1)),
+            jnp.sqrt(jnp.where(t_3, jnp.where(t_6, frozen_2, 1), 1)),
         )
-        branch = jnp.where(t_13, t_18, target_1 - margin * t_11)
+        branch = jnp.where(t_6, target * t_5 - t_4 * t_9, target - margin * t_4)
     logits = jnp.where(t_3, scale * branch, scale * cosine)
-    picked = jnp.take_along_axis(logits, label, axis=-2) - jax.nn.logsumexp(
-        logits, axis=-2, keepdims=True
-    )
+    picked = _gather_log_softmax(logits, -2, label)
     loss = -picked
     if reduction == "none":
         result = jnp.reshape(loss, (N,))

@@ -137,6 +137,23 @@ def _clip(x, lo=None, hi=None):
     return x
 
 
+def _gather_log_softmax(x, axis, index):
+    """log_softmax(x)[index] along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """
+    peak = jnp.max(x, axis=axis, keepdims=True)
+    top = x == peak
+    shifted = x - peak
+    below = jnp.where(top, 0, jnp.exp(shifted))
+    ties = jnp.sum(top, axis=axis, keepdims=True, dtype=shifted.dtype)
+    rest = jnp.sum(below, axis=axis, keepdims=True) + (ties - 1)
+    return jnp.take_along_axis(shifted, index, axis=axis) - jnp.log1p(rest)
+
+
 def cosface(features, label, weight, *, scale=64.0, margin=0.35, reduction="mean"):
     """CosFace (large margin cosine loss, Wang et al., 2018), cross-entropy over s *
     (cos - m at the target).
@@ -194,9 +211,7 @@ def cosface(features, label, weight, *, scale=64.0, margin=0.35, reduction="mean
         label == jnp.reshape(jnp.arange(C, dtype=label.dtype), (C, 1)), dtype
     )
     logits = scale * (cosine - margin * onehot)
-    picked = jnp.take_along_axis(logits, label, axis=-2) - jax.nn.logsumexp(
-        logits, axis=-2, keepdims=True
-    )
+    picked = _gather_log_softmax(logits, -2, label)
     loss = -picked
     if reduction == "none":
         result = jnp.reshape(loss, (N,))

@@ -24,7 +24,13 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     total_1 = sum(input2**2, axis=D)
     cosine = dot/(sqrt(9.999999960041972e-13 + total)*sqrt(9.999999960041972e-13 +
         total_1))
-    loss = where(target == 1, 1 - cosine, max(0, -margin + cosine))
+    t = input1/sqrt(9.999999960041972e-13 + total) - input2/sqrt(9.999999960041972e-13 +
+        total_1)
+    total_2 = sum(t**2, axis=D)
+    t_1 = total_2/2 + 9.999999960041972e-13/(1.9999999920083944e-12 + 2*total) +
+        9.999999960041972e-13/(1.9999999920083944e-12 + 2*total_1)
+    loss = where(target == 1, where(cosine > 0.5, t_1, -(-1 + cosine)), max(0, -margin +
+        cosine))
 """
 
 import dataclasses
@@ -152,7 +158,20 @@ def cosine_embedding(input1, input2, target, *, margin=0.0, reduction="mean"):
         jnp.sqrt(9.999999960041972e-13 + total)
         * jnp.sqrt(9.999999960041972e-13 + total_1)
     )
-    loss = jnp.where(target == 1, 1 - cosine, _clip(cosine - margin, lo=0))
+    t = input1 / jnp.sqrt(9.999999960041972e-13 + total) - input2 / jnp.sqrt(
+        9.999999960041972e-13 + total_1
+    )
+    total_2 = jnp.sum(t**2, axis=-1, keepdims=True)
+    t_1 = (
+        total_2 / 2
+        + 9.999999960041972e-13 / (1.9999999920083944e-12 + 2 * total)
+        + 9.999999960041972e-13 / (1.9999999920083944e-12 + 2 * total_1)
+    )
+    loss = jnp.where(
+        target == 1,
+        jnp.where(cosine > 0.5, t_1, -(cosine - 1)),
+        _clip(cosine - margin, lo=0),
+    )
     if reduction == "none":
         result = jnp.reshape(loss, B)
     elif reduction == "sum":

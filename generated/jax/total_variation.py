@@ -28,12 +28,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     total_1 = sum(abs(step_1), axis=W)
     along_w = sum(total_1, axis=H)
     per_pixel = along_h/((-1 + H)*W) + along_w/((-1 + W)*H)
-    step_2 = step
-    total_2 = total
-    along_h_1 = along_h
-    step_3 = step_1
-    total_3 = total_1
-    along_w_1 = along_w
+    loss = where(average, per_pixel, along_h + along_w)
 """
 
 import dataclasses
@@ -117,15 +112,15 @@ def total_variation(img, *, average=False, reduction="mean"):
         per_pixel = along_h / ((H - 1) * W) + along_w / ((W - 1) * H)
         loss = per_pixel
     else:
-        t_2 = img[..., 1:, :] - img[..., :-1, :]
-        step_2 = jnp.concatenate([t_2, jnp.zeros_like(img[..., :1, :])], axis=-2)
-        total_2 = jnp.sum(_abs(step_2), axis=-2, keepdims=True)
-        along_h_1 = jnp.sum(total_2, axis=-1, keepdims=True)
-        t_3 = img[..., 1:] - img[..., :-1]
-        step_3 = jnp.concatenate([t_3, jnp.zeros_like(img[..., :1])], axis=-1)
-        total_3 = jnp.sum(_abs(step_3), axis=-1, keepdims=True)
-        along_w_1 = jnp.sum(total_3, axis=-2, keepdims=True)
-        loss = along_h_1 + along_w_1
+        t = img[..., 1:, :] - img[..., :-1, :]
+        step = jnp.concatenate([t, jnp.zeros_like(img[..., :1, :])], axis=-2)
+        total = jnp.sum(_abs(step), axis=-2, keepdims=True)
+        along_h = jnp.sum(total, axis=-1, keepdims=True)
+        t_1 = img[..., 1:] - img[..., :-1]
+        step_1 = jnp.concatenate([t_1, jnp.zeros_like(img[..., :1])], axis=-1)
+        total_1 = jnp.sum(_abs(step_1), axis=-1, keepdims=True)
+        along_w = jnp.sum(total_1, axis=-2, keepdims=True)
+        loss = along_h + along_w
     if reduction == "none":
         result = jnp.reshape(loss, B)
     elif reduction == "sum":

@@ -16,6 +16,7 @@ from .bce_with_logits import BceWithLogits
 from .binary_hinge import BinaryHinge
 from .categorical_hinge import CategoricalHinge
 from .center_loss import CenterLoss
+from .contrastive import Contrastive
 from .cosface import Cosface
 from .cosine_distance import CosineDistance
 from .cosine_embedding import CosineEmbedding
@@ -32,6 +33,7 @@ from .giou_loss import GiouLoss
 from .hinge import Hinge
 from .hinge_embedding import HingeEmbedding
 from .huber import Huber
+from .info_nce import InfoNce
 from .iou_loss import IouLoss
 from .kl_div import KlDiv
 from .kld import Kld
@@ -46,6 +48,7 @@ from .multiclass_hinge import MulticlassHinge
 from .multiclass_perceptron import MulticlassPerceptron
 from .multilabel_soft_margin import MultilabelSoftMargin
 from .nll import Nll
+from .nt_xent import NtXent
 from .perceptron import Perceptron
 from .pinball import Pinball
 from .poisson_nll import PoissonNll
@@ -57,6 +60,8 @@ from .soft_margin import SoftMargin
 from .softmax_dice import SoftmaxDice
 from .softmax_focal import SoftmaxFocal
 from .squared_hinge import SquaredHinge
+from .total_variation import TotalVariation
+from .triplet_batch_hard import TripletBatchHard
 from .tversky import Tversky
 from .uncertainty_multitask import UncertaintyMultitask
 
@@ -68,6 +73,7 @@ LOSSES = {
     "binary_hinge": BinaryHinge,
     "categorical_hinge": CategoricalHinge,
     "center_loss": CenterLoss,
+    "contrastive": Contrastive,
     "cosface": Cosface,
     "cosine_distance": CosineDistance,
     "cosine_embedding": CosineEmbedding,
@@ -84,6 +90,7 @@ LOSSES = {
     "hinge": Hinge,
     "hinge_embedding": HingeEmbedding,
     "huber": Huber,
+    "info_nce": InfoNce,
     "iou_loss": IouLoss,
     "kl_div": KlDiv,
     "kld": Kld,
@@ -98,6 +105,7 @@ LOSSES = {
     "multiclass_perceptron": MulticlassPerceptron,
     "multilabel_soft_margin": MultilabelSoftMargin,
     "nll": Nll,
+    "nt_xent": NtXent,
     "perceptron": Perceptron,
     "pinball": Pinball,
     "poisson_nll": PoissonNll,
@@ -109,6 +117,8 @@ LOSSES = {
     "softmax_dice": SoftmaxDice,
     "softmax_focal": SoftmaxFocal,
     "squared_hinge": SquaredHinge,
+    "total_variation": TotalVariation,
+    "triplet_batch_hard": TripletBatchHard,
     "tversky": Tversky,
     "uncertainty_multitask": UncertaintyMultitask,
 }
@@ -140,6 +150,7 @@ __all__ = [
     "BinaryHinge",
     "CategoricalHinge",
     "CenterLoss",
+    "Contrastive",
     "Cosface",
     "CosineDistance",
     "CosineEmbedding",
@@ -156,6 +167,7 @@ __all__ = [
     "Hinge",
     "HingeEmbedding",
     "Huber",
+    "InfoNce",
     "IouLoss",
     "KlDiv",
     "Kld",
@@ -169,6 +181,7 @@ __all__ = [
     "MulticlassPerceptron",
     "MultilabelSoftMargin",
     "Nll",
+    "NtXent",
     "Perceptron",
     "Pinball",
     "PoissonNll",
@@ -180,6 +193,8 @@ __all__ = [
     "SoftmaxDice",
     "SoftmaxFocal",
     "SquaredHinge",
+    "TotalVariation",
+    "TripletBatchHard",
     "Tversky",
     "UncertaintyMultitask",
     "get_loss",

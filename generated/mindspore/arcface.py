@@ -41,26 +41,21 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     t_4 = onehot > 0
     target = cosine[label]
     t_5 = target > 0
+    t_6 = clip(1 - target**2, 0, 1)
+    frozen_2 = stop_gradient(t_6)
+    t_7 = t_6 > 0
+    t_8 = where(t_7, sqrt(where(t_7, t_6, 1)), sqrt(where(t_4, where(t_5, frozen_2, 1),
+        1)))
+    t_5 = sin(margin)
     t_6 = cos(margin)
-    t_7 = target*t_6
-    t_8 = sin(margin)
-    t_9 = clip(1 - target**2, 0, 1)
-    frozen_2 = stop_gradient(t_9)
-    t_10 = t_9 > 0
-    t_11 = sqrt(where(t_10, t_9, 1))
-    t_12 = t_7 - t_8*where(t_10, t_11, sqrt(where(t_4, where(t_5, frozen_2, 1), 1)))
-    target_1 = target
-    t_13 = t_8
-    t_14 = t_6
-    t_15 = target_1 > -t_14
-    t_16 = t_7
-    t_17 = t_9
-    frozen_3 = frozen_2
-    t_18 = t_10
-    t_19 = t_11
-    t_20 = t_16 - t_13*where(t_18, t_19, sqrt(where(t_4, where(t_15, frozen_3, 1), 1)))
-    logits = where(t_4, scale*where(easy_margin, where(t_5, t_12, target_1), where(t_15,
-        t_20, -margin*t_13 + target_1)), scale*cosine)
+    t_7 = target > -t_6
+    t_8 = t_6
+    t_9 = t_7
+    t_10 = where(t_9, sqrt(where(t_9, t_8, 1)), sqrt(where(t_4, where(t_7, frozen_2, 1),
+        1)))
+    branch = where(easy_margin, where(t_5, target*t_6 - t_5*t_8, target), where(t_7,
+        target*t_6 - t_5*t_10, -margin*t_5 + target))
+    logits = where(t_4, scale*branch, scale*cosine)
     picked = log_softmax(logits, axis=C)[label]
     loss = -picked
 """
@@ -156,6 +151,38 @@ def _check_inputs(features, label, weight):
         )
 
 
+def _log1p(x):
+    """log(1 + x), accurate near 0: Goldberg's log(1 + x) * x / ((1 + x) - 1), and x where
+    1 + x rounds to 1 (the CPU kernel computes log(1 + x)); in float64, since the float32
+    log is not accurate enough near 1 for the quotient."""
+    y = ops.cast(x, ms.float64)
+    u = 1 + y
+    z = u - 1
+    keep = ops.logical_or(z == 0, ops.isinf(y))
+    out = ops.where(keep, y, ops.log(u) * (y / ops.where(keep, ops.ones_like(z), z)))
+    return ops.cast(out, x.dtype)
+
+
+def _gather_log_softmax(x, axis, index):
+    """log_softmax(x)[index] along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    In float64 also for float32 input: the float32 exp kernel is off by about eps * |x|
+    (2e-5 at |x| = 80) and log by 1.6e-6 absolute.
+    """
+    y = ops.cast(x, ms.float64)
+    peak = ops.amax(y, axis, keepdims=True)
+    top = y == peak
+    shifted = y - peak
+    below = ops.where(top, ops.zeros_like(y), ops.exp(shifted))
+    ties = ops.sum(ops.cast(top, y.dtype), axis, keepdim=True)
+    rest = ops.sum(below, axis, keepdim=True) + (ties - 1)
+    return ops.cast(ops.gather_elements(shifted, axis, index) - _log1p(rest), x.dtype)
+
+
 def arcface(
     features,
     label,
@@ -221,35 +248,33 @@ def arcface(
     if easy_margin:
         target = ops.gather_elements(cosine, -2, label)
         t_5 = target > 0
-        t_6 = ops.cos(margin)
-        t_7 = target * t_6
-        t_8 = ops.sin(margin)
-        t_9 = ops.clamp(1 - target**2, 0, 1)
-        frozen_2 = ops.stop_gradient(t_9)
-        t_10 = t_9 > 0
-        t_11 = ops.sqrt(ops.where(t_10, t_9, 1))
-        t_12 = t_7 - t_8 * ops.where(
-            t_10, t_11, ops.sqrt(ops.where(t_4, ops.where(t_5, frozen_2, 1), 1))
+        t_6 = ops.clamp(1 - target**2, 0, 1)
+        frozen_2 = ops.stop_gradient(t_6)
+        t_7 = t_6 > 0
+        t_8 = ops.where(
+            t_7,
+            ops.sqrt(ops.where(t_7, t_6, 1)),
+            ops.sqrt(ops.where(t_4, ops.where(t_5, frozen_2, 1), 1)),
         )
-        branch = ops.where(t_5, t_12, target)
+        branch = ops.where(
+            t_5, target * ops.cos(margin) - ops.sin(margin) * t_8, target
+        )
     else:
-        target_1 = ops.gather_elements(cosine, -2, label)
-        t_13 = ops.sin(margin)
-        t_14 = ops.cos(margin)
-        t_15 = target_1 > -t_14
-        t_16 = target_1 * t_14
-        t_17 = ops.clamp(1 - target_1**2, 0, 1)
-        frozen_3 = ops.stop_gradient(t_17)
-        t_18 = t_17 > 0
-        t_19 = ops.sqrt(ops.where(t_18, t_17, 1))
-        t_20 = t_16 - t_13 * ops.where(
-            t_18, t_19, ops.sqrt(ops.where(t_4, ops.where(t_15, frozen_3, 1), 1))
+        target = ops.gather_elements(cosine, -2, label)
+        t_5 = ops.sin(margin)
+        t_6 = ops.cos(margin)
+        t_7 = target > -t_6
+        t_8 = ops.clamp(1 - target**2, 0, 1)
+        frozen_2 = ops.stop_gradient(t_8)
+        t_9 = t_8 > 0
+        t_10 = ops.where(
+            t_9,
+            ops.sqrt(ops.where(t_9, t_8, 1)),
+            ops.sqrt(ops.where(t_4, ops.where(t_7, frozen_2, 1), 1)),
         )
-        branch = ops.where(t_15, t_20, target_1 - margin * t_13)
+        branch = ops.where(t_7, target * t_6 - t_5 * t_10, target - margin * t_5)
     logits = ops.where(t_4, scale * branch, scale * cosine)
-    picked = ops.gather_elements(logits, -2, label) - ops.logsumexp(
-        logits, -2, keepdim=True
-    )
+    picked = _gather_log_softmax(logits, -2, label)
     loss = -picked
     if reduction == "none":
         result = ops.reshape(loss, (N,))

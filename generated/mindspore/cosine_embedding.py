@@ -24,7 +24,13 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     total_1 = sum(input2**2, axis=D)
     cosine = dot/(sqrt(9.999999960041972e-13 + total)*sqrt(9.999999960041972e-13 +
         total_1))
-    loss = where(target == 1, 1 - cosine, max(0, -margin + cosine))
+    t = input1/sqrt(9.999999960041972e-13 + total) - input2/sqrt(9.999999960041972e-13 +
+        total_1)
+    total_2 = sum(t**2, axis=D)
+    t_1 = total_2/2 + 9.999999960041972e-13/(1.9999999920083944e-12 + 2*total) +
+        9.999999960041972e-13/(1.9999999920083944e-12 + 2*total_1)
+    loss = where(target == 1, where(cosine > 0.5, t_1, -(-1 + cosine)), max(0, -margin +
+        cosine))
 """
 
 import mindspore as ms
@@ -141,7 +147,20 @@ def cosine_embedding(input1, input2, target, margin=0.0, reduction="mean"):
         ops.sqrt(9.999999960041972e-13 + total)
         * ops.sqrt(9.999999960041972e-13 + total_1)
     )
-    loss = ops.where(target == 1, 1 - cosine, ops.clamp(cosine - margin, min=0))
+    t = input1 / ops.sqrt(9.999999960041972e-13 + total) - input2 / ops.sqrt(
+        9.999999960041972e-13 + total_1
+    )
+    total_2 = ops.sum(t**2, -1, keepdim=True)
+    t_1 = (
+        total_2 / 2
+        + 9.999999960041972e-13 / (1.9999999920083944e-12 + 2 * total)
+        + 9.999999960041972e-13 / (1.9999999920083944e-12 + 2 * total_1)
+    )
+    loss = ops.where(
+        target == 1,
+        ops.where(cosine > 0.5, t_1, -(cosine - 1)),
+        ops.clamp(cosine - margin, min=0),
+    )
     if reduction == "none":
         result = ops.reshape(loss, B)
     elif reduction == "sum":

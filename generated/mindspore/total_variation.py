@@ -28,12 +28,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     total_1 = sum(abs(step_1), axis=W)
     along_w = sum(total_1, axis=H)
     per_pixel = along_h/((-1 + H)*W) + along_w/((-1 + W)*H)
-    step_2 = step
-    total_2 = total
-    along_h_1 = along_h
-    step_3 = step_1
-    total_3 = total_1
-    along_w_1 = along_w
+    loss = where(average, per_pixel, along_h + along_w)
 """
 
 import mindspore as ms
@@ -111,15 +106,15 @@ def total_variation(img, *, average=False, reduction="mean"):
         per_pixel = along_h / ((H - 1) * W) + along_w / ((W - 1) * H)
         loss = per_pixel
     else:
-        t_2 = img[..., 1:, :] - img[..., :-1, :]
-        step_2 = ops.cat((t_2, ops.zeros_like(img[..., :1, :])), -2)
-        total_2 = ops.sum(ops.abs(step_2), -2, keepdim=True)
-        along_h_1 = ops.sum(total_2, -1, keepdim=True)
-        t_3 = img[..., 1:] - img[..., :-1]
-        step_3 = ops.cat((t_3, ops.zeros_like(img[..., :1])), -1)
-        total_3 = ops.sum(ops.abs(step_3), -1, keepdim=True)
-        along_w_1 = ops.sum(total_3, -2, keepdim=True)
-        loss = along_h_1 + along_w_1
+        t = img[..., 1:, :] - img[..., :-1, :]
+        step = ops.cat((t, ops.zeros_like(img[..., :1, :])), -2)
+        total = ops.sum(ops.abs(step), -2, keepdim=True)
+        along_h = ops.sum(total, -1, keepdim=True)
+        t_1 = img[..., 1:] - img[..., :-1]
+        step_1 = ops.cat((t_1, ops.zeros_like(img[..., :1])), -1)
+        total_1 = ops.sum(ops.abs(step_1), -1, keepdim=True)
+        along_w = ops.sum(total_1, -2, keepdim=True)
+        loss = along_h + along_w
     if reduction == "none":
         result = ops.reshape(loss, B)
     elif reduction == "sum":

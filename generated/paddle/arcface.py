@@ -42,26 +42,21 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     t_5 = onehot > 0
     target = cosine[label]
     t_6 = target > 0
+    t_7 = clip(1 - target**2, 0, 1)
+    frozen_2 = stop_gradient(t_7)
+    t_9 = t_7 > 0
+    t_10 = where(t_9, sqrt(where(t_9, t_7, 1)), sqrt(where(t_5, where(t_6, frozen_2, 1),
+        1)))
+    t_6 = sin(margin)
     t_7 = cos(margin)
-    t_8 = target*t_7
-    t_9 = sin(margin)
-    t_10 = clip(1 - target**2, 0, 1)
-    frozen_2 = stop_gradient(t_10)
-    t_12 = t_10 > 0
-    t_13 = sqrt(where(t_12, t_10, 1))
-    t_14 = t_9*where(t_12, t_13, sqrt(where(t_5, where(t_6, frozen_2, 1), 1)))
-    target_1 = target
-    t_15 = t_9
-    t_16 = t_7
-    t_17 = target_1 > -t_16
-    t_18 = t_8
-    t_19 = t_10
-    frozen_3 = frozen_2
-    t_21 = t_12
-    t_22 = t_13
-    t_23 = t_15*where(t_21, t_22, sqrt(where(t_5, where(t_17, frozen_3, 1), 1)))
-    logits = where(t_5, scale*where(easy_margin, where(t_6, t_18 - t_14, target_1),
-        where(t_17, t_18 - t_23, -margin*t_15 + target_1)), scale*cosine)
+    t_8 = target > -t_7
+    t_9 = t_7
+    t_11 = t_9
+    t_12 = where(t_11, sqrt(where(t_11, t_9, 1)), sqrt(where(t_5, where(t_8, frozen_2,
+        1), 1)))
+    branch = where(easy_margin, where(t_6, target*t_7 - t_6*t_10, target), where(t_8,
+        target*t_7 - t_6*t_12, -margin*t_6 + target))
+    logits = where(t_5, scale*branch, scale*cosine)
     picked = log_softmax(logits, axis=C)[label]
     loss = -picked
 """
@@ -157,14 +152,22 @@ def _check_inputs(features, label, weight):
         )
 
 
-def _logsumexp(x, axis):
-    """log(sum(exp(x), axis)), keeping the axis; exact for logits of any size.
+def _gather_log_softmax(x, axis, index):
+    """log_softmax(x)[index] along the axis, accurate also near 0.
 
-    The maximum is shifted out; its gradient is dropped because the result does not depend
-    on it (the gradient of x is softmax(x) either way).
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
     """
-    peak = paddle.amax(x, axis=axis, keepdim=True).detach()
-    return peak + paddle.log(paddle.sum(paddle.exp(x - peak), axis=axis, keepdim=True))
+    peak = paddle.amax(x, axis=axis, keepdim=True)
+    top = x >= peak  # x == peak: the CPU equal kernel's scalar path has a tolerance
+    shifted = x - peak
+    below = paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted))
+    ties = paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True)
+    rest = paddle.sum(below, axis=axis, keepdim=True) + (ties - 1)
+    shifted = paddle.take_along_axis(shifted, index, axis=axis, broadcast=False)
+    return shifted - paddle.log1p(rest)
 
 
 def _shape(x):
@@ -255,37 +258,35 @@ def arcface(
     if easy_margin:
         target = paddle.take_along_axis(cosine, label, axis=-2, broadcast=False)
         t_6 = target > 0
-        t_7 = paddle.cos(margin)
-        t_8 = target * t_7
-        t_9 = paddle.sin(margin)
-        t_10 = paddle.clip(1 - paddle.square(target), 0, 1)
-        frozen_2 = paddle.assign(t_10).detach()
-        t_11 = paddle.where(t_6, frozen_2, paddle.full_like(frozen_2, 1))
-        t_12 = t_10 > 0
-        t_13 = paddle.sqrt(paddle.where(t_12, t_10, paddle.full_like(t_10, 1)))
-        t_14 = t_9 * paddle.where(
-            t_12, t_13, paddle.sqrt(paddle.where(t_5, t_11, paddle.full_like(t_11, 1)))
+        t_7 = paddle.clip(1 - paddle.square(target), 0, 1)
+        frozen_2 = paddle.assign(t_7).detach()
+        t_8 = paddle.where(t_6, frozen_2, paddle.full_like(frozen_2, 1))
+        t_9 = t_7 > 0
+        t_10 = paddle.where(
+            t_9,
+            paddle.sqrt(paddle.where(t_9, t_7, paddle.full_like(t_7, 1))),
+            paddle.sqrt(paddle.where(t_5, t_8, paddle.full_like(t_8, 1))),
         )
-        branch = paddle.where(t_6, t_8 - t_14, target)
+        branch = paddle.where(
+            t_6, target * paddle.cos(margin) - paddle.sin(margin) * t_10, target
+        )
     else:
-        target_1 = paddle.take_along_axis(cosine, label, axis=-2, broadcast=False)
-        t_15 = paddle.sin(margin)
-        t_16 = paddle.cos(margin)
-        t_17 = target_1 > -t_16
-        t_18 = target_1 * t_16
-        t_19 = paddle.clip(1 - paddle.square(target_1), 0, 1)
-        frozen_3 = paddle.assign(t_19).detach()
-        t_20 = paddle.where(t_17, frozen_3, paddle.full_like(frozen_3, 1))
-        t_21 = t_19 > 0
-        t_22 = paddle.sqrt(paddle.where(t_21, t_19, paddle.full_like(t_19, 1)))
-        t_23 = t_15 * paddle.where(
-            t_21, t_22, paddle.sqrt(paddle.where(t_5, t_20, paddle.full_like(t_20, 1)))
+        target = paddle.take_along_axis(cosine, label, axis=-2, broadcast=False)
+        t_6 = paddle.sin(margin)
+        t_7 = paddle.cos(margin)
+        t_8 = target > -t_7
+        t_9 = paddle.clip(1 - paddle.square(target), 0, 1)
+        frozen_2 = paddle.assign(t_9).detach()
+        t_10 = paddle.where(t_8, frozen_2, paddle.full_like(frozen_2, 1))
+        t_11 = t_9 > 0
+        t_12 = paddle.where(
+            t_11,
+            paddle.sqrt(paddle.where(t_11, t_9, paddle.full_like(t_9, 1))),
+            paddle.sqrt(paddle.where(t_5, t_10, paddle.full_like(t_10, 1))),
         )
-        branch = paddle.where(t_17, t_18 - t_23, target_1 - margin * t_15)
+        branch = paddle.where(t_8, target * t_7 - t_6 * t_12, target - margin * t_6)
     logits = paddle.where(t_5, scale * branch, scale * cosine)
-    picked = paddle.take_along_axis(
-        logits, label, axis=-2, broadcast=False
-    ) - _logsumexp(logits, -2)
+    picked = _gather_log_softmax(logits, -2, label)
     loss = -picked
     if reduction == "none":
         result = paddle.reshape(loss, (N,))

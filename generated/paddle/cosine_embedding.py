@@ -24,7 +24,13 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     total_1 = sum(input2**2, axis=D)
     cosine = dot/(sqrt(9.999999960041972e-13 + total)*sqrt(9.999999960041972e-13 +
         total_1))
-    loss = where(target == 1, 1 - cosine, max(0, -margin + cosine))
+    t = input1/sqrt(9.999999960041972e-13 + total) - input2/sqrt(9.999999960041972e-13 +
+        total_1)
+    total_2 = sum(t**2, axis=D)
+    t_1 = total_2/2 + 9.999999960041972e-13/(1.9999999920083944e-12 + 2*total) +
+        9.999999960041972e-13/(1.9999999920083944e-12 + 2*total_1)
+    loss = where(target == 1, where(cosine > 0.5, t_1, -(-1 + cosine)), max(0, -margin +
+        cosine))
 """
 
 import paddle
@@ -161,7 +167,20 @@ def cosine_embedding(
         paddle.sqrt(9.999999960041972e-13 + total)
         * paddle.sqrt(9.999999960041972e-13 + total_1)
     )
-    loss = paddle.where(target == 1, 1 - cosine, paddle.clip(cosine - margin, min=0))
+    t = input1 / paddle.sqrt(9.999999960041972e-13 + total) - input2 / paddle.sqrt(
+        9.999999960041972e-13 + total_1
+    )
+    total_2 = paddle.sum(paddle.square(t), axis=-1, keepdim=True)
+    t_1 = (
+        total_2 / 2
+        + 9.999999960041972e-13 / (1.9999999920083944e-12 + 2 * total)
+        + 9.999999960041972e-13 / (1.9999999920083944e-12 + 2 * total_1)
+    )
+    loss = paddle.where(
+        target == 1,
+        paddle.where(cosine > 0.5, t_1, -(cosine - 1)),
+        paddle.clip(cosine - margin, min=0),
+    )
     if reduction == "none":
         result = paddle.reshape(loss, B)
     elif reduction == "sum":

@@ -28,12 +28,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     total_1 = sum(abs(step_1), axis=W)
     along_w = sum(total_1, axis=H)
     per_pixel = along_h/((-1 + H)*W) + along_w/((-1 + W)*H)
-    step_2 = step
-    total_2 = total
-    along_h_1 = along_h
-    step_3 = step_1
-    total_3 = total_1
-    along_w_1 = along_w
+    loss = where(average, per_pixel, along_h + along_w)
 """
 
 import paddle
@@ -129,15 +124,15 @@ def total_variation(img, *, average=False, reduction="mean"):
         )
         loss = per_pixel
     else:
-        t_2 = img[..., 1:, :] - img[..., :-1, :]
-        step_2 = paddle.concat([t_2, paddle.zeros_like(img[..., :1, :])], axis=-2)
-        total_2 = paddle.sum(paddle.abs(step_2), axis=-2, keepdim=True)
-        along_h_1 = paddle.sum(total_2, axis=-1, keepdim=True)
-        t_3 = img[..., 1:] - img[..., :-1]
-        step_3 = paddle.concat([t_3, paddle.zeros_like(img[..., :1])], axis=-1)
-        total_3 = paddle.sum(paddle.abs(step_3), axis=-1, keepdim=True)
-        along_w_1 = paddle.sum(total_3, axis=-2, keepdim=True)
-        loss = along_h_1 + along_w_1
+        t = img[..., 1:, :] - img[..., :-1, :]
+        step = paddle.concat([t, paddle.zeros_like(img[..., :1, :])], axis=-2)
+        total = paddle.sum(paddle.abs(step), axis=-2, keepdim=True)
+        along_h = paddle.sum(total, axis=-1, keepdim=True)
+        t_1 = img[..., 1:] - img[..., :-1]
+        step_1 = paddle.concat([t_1, paddle.zeros_like(img[..., :1])], axis=-1)
+        total_1 = paddle.sum(paddle.abs(step_1), axis=-1, keepdim=True)
+        along_w = paddle.sum(total_1, axis=-2, keepdim=True)
+        loss = along_h + along_w
     if reduction == "none":
         result = paddle.reshape(loss, B)
     elif reduction == "sum":
