@@ -51,7 +51,8 @@ def main(argv=None) -> int:
     records = doc.get("specs", {})
     commit = _git_commit()
     errors = 0
-    for spec_file, spec in zip(args.specs, load_all([Path(f).resolve() for f in args.specs], root=ROOT)):
+    for spec_file in args.specs:
+        (spec,) = load_all([Path(spec_file).resolve()], root=ROOT)
         rows, extreme = _verify(spec_file, False), _verify(spec_file, True)
         if rows is None or extreme is None:  # not run (a bad spec or case file): nothing recorded
             errors += 1
