@@ -9,11 +9,13 @@ The package exports the loss classes; each function is imported from its module
 one from a configuration (hyperparameters and reduction).
 """
 
+from .asymmetric_loss import AsymmetricLoss
 from .bce import Bce
 from .bce_dice import BceDice
 from .bce_with_logits import BceWithLogits
 from .binary_hinge import BinaryHinge
 from .categorical_hinge import CategoricalHinge
+from .cauchy import Cauchy
 from .cosine_distance import CosineDistance
 from .cosine_embedding import CosineEmbedding
 from .cosine_similarity import CosineSimilarity
@@ -23,7 +25,9 @@ from .dice import Dice
 from .distill_hard import DistillHard
 from .distill_kd import DistillKd
 from .focal import Focal
+from .focal_tversky import FocalTversky
 from .gaussian_nll import GaussianNll
+from .generalized_ce import GeneralizedCe
 from .hinge import Hinge
 from .hinge_embedding import HingeEmbedding
 from .huber import Huber
@@ -31,6 +35,7 @@ from .kl_div import KlDiv
 from .kld import Kld
 from .l1 import L1
 from .log_cosh import LogCosh
+from .log_loss import LogLoss
 from .mape import Mape
 from .margin_ranking import MarginRanking
 from .mse import Mse
@@ -39,6 +44,7 @@ from .multi_margin import MultiMargin
 from .multiclass_hinge import MulticlassHinge
 from .multiclass_perceptron import MulticlassPerceptron
 from .multilabel_soft_margin import MultilabelSoftMargin
+from .multitask_uncertainty_k import MultitaskUncertaintyK
 from .nll import Nll
 from .perceptron import Perceptron
 from .pinball import Pinball
@@ -53,13 +59,16 @@ from .softmax_focal import SoftmaxFocal
 from .squared_hinge import SquaredHinge
 from .tversky import Tversky
 from .uncertainty_multitask import UncertaintyMultitask
+from .wing import Wing
 
 LOSSES = {
+    "asymmetric_loss": AsymmetricLoss,
     "bce": Bce,
     "bce_dice": BceDice,
     "bce_with_logits": BceWithLogits,
     "binary_hinge": BinaryHinge,
     "categorical_hinge": CategoricalHinge,
+    "cauchy": Cauchy,
     "cosine_distance": CosineDistance,
     "cosine_embedding": CosineEmbedding,
     "cosine_similarity": CosineSimilarity,
@@ -69,7 +78,9 @@ LOSSES = {
     "distill_hard": DistillHard,
     "distill_kd": DistillKd,
     "focal": Focal,
+    "focal_tversky": FocalTversky,
     "gaussian_nll": GaussianNll,
+    "generalized_ce": GeneralizedCe,
     "hinge": Hinge,
     "hinge_embedding": HingeEmbedding,
     "huber": Huber,
@@ -77,6 +88,7 @@ LOSSES = {
     "kld": Kld,
     "l1": L1,
     "log_cosh": LogCosh,
+    "log_loss": LogLoss,
     "mape": Mape,
     "margin_ranking": MarginRanking,
     "mse": Mse,
@@ -85,6 +97,7 @@ LOSSES = {
     "multiclass_hinge": MulticlassHinge,
     "multiclass_perceptron": MulticlassPerceptron,
     "multilabel_soft_margin": MultilabelSoftMargin,
+    "multitask_uncertainty_k": MultitaskUncertaintyK,
     "nll": Nll,
     "perceptron": Perceptron,
     "pinball": Pinball,
@@ -99,6 +112,7 @@ LOSSES = {
     "squared_hinge": SquaredHinge,
     "tversky": Tversky,
     "uncertainty_multitask": UncertaintyMultitask,
+    "wing": Wing,
 }
 
 
@@ -121,11 +135,13 @@ def get_loss(name, **config):
 __all__ = [
     "L1",
     "LOSSES",
+    "AsymmetricLoss",
     "Bce",
     "BceDice",
     "BceWithLogits",
     "BinaryHinge",
     "CategoricalHinge",
+    "Cauchy",
     "CosineDistance",
     "CosineEmbedding",
     "CosineSimilarity",
@@ -135,13 +151,16 @@ __all__ = [
     "DistillHard",
     "DistillKd",
     "Focal",
+    "FocalTversky",
     "GaussianNll",
+    "GeneralizedCe",
     "Hinge",
     "HingeEmbedding",
     "Huber",
     "KlDiv",
     "Kld",
     "LogCosh",
+    "LogLoss",
     "Mape",
     "MarginRanking",
     "Mse",
@@ -150,6 +169,7 @@ __all__ = [
     "MulticlassHinge",
     "MulticlassPerceptron",
     "MultilabelSoftMargin",
+    "MultitaskUncertaintyK",
     "Nll",
     "Perceptron",
     "Pinball",
@@ -164,5 +184,6 @@ __all__ = [
     "SquaredHinge",
     "Tversky",
     "UncertaintyMultitask",
+    "Wing",
     "get_loss",
 ]
