@@ -3,16 +3,18 @@
 A spec whose ``dropin:`` names a Paddle function among the built-ins it replaces (and
 gives that function's positional order) gets a second series in its plot data: Paddle's
 own function, in float64, on the same swept inputs, with its gradient from
-``paddle.grad``.  It is computed when ``losscc docs`` writes the pages and Paddle can be
-imported; otherwise (and always under ``--check``, which imports no framework) the series
-is taken from the committed data file, where its sweep is the same.  So the check compares
-the reference series exactly and carries the built-in's over unchanged.
+``paddle.grad``.  It is computed when ``losscc docs`` writes the pages, Paddle can be
+imported and its function runs on the case in float64; otherwise (and always under
+``--check``, which imports no framework) the series is taken from the committed data file,
+where its sweep is the same.  So the check compares the reference series exactly and
+carries the built-in's over unchanged.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import math
 
 import numpy as np
@@ -57,6 +59,7 @@ def compute(spec: Spec, case, name: str, xs) -> dict | None:
 
     module, attr = call.rsplit(".", 1)
     fn = getattr(importlib.import_module(module), attr)
+    arity = len(inspect.signature(fn).parameters)  # a drop-in may add reduction after the built-in's own
     inputs = {i.name: i for i in spec.inputs}
     base = np.asarray(case.inputs[name], dtype=np.float64)
     loss, grad = [], []
@@ -82,7 +85,10 @@ def compute(spec: Spec, case, name: str, xs) -> dict | None:
                 args.append(None)
             else:
                 args.append(case.params.get(arg, spec.param(arg).default))
-        out = fn(*args)
+        try:
+            out = fn(*args[:arity])
+        except (RuntimeError, ValueError):  # no float64 kernel or another shape (log_loss: [N, 1] only)
+            return None
         out = out.sum() if out.ndim else out  # a built-in without a reduction argument
         (g,) = paddle.grad(out, [swept])
         loss.append(_num(out.item()))
