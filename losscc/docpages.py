@@ -1,8 +1,9 @@
 """``losscc docs``: a reference page per spec, an index, and the check that they are current.
 
 Per spec ``docs/losses/<name>.md`` (summary, description, the formula as written and as
-computed in LaTeX, the signature per backend, parameters, semantic notes, extreme-suite
-results from the committed ``docs/stability.json``, a plot), the plot's data
+computed in LaTeX, the signature per backend, parameters, semantic notes, verify results
+from the committed ``docs/verify.json`` (:mod:`losscc.docresults`), extreme-suite results
+from the committed ``docs/stability.json``, a plot), the plot's data
 ``docs/losses/data/<name>.json`` and its image ``docs/losses/img/<name>.png``, and
 ``docs/losses/index.md``.  Pages and data are text that :func:`build_docs` computes from the
 specs alone (no framework, no matplotlib); ``--check`` compares them with the files and
@@ -21,7 +22,7 @@ from pathlib import Path
 import sympy as sp
 from sympy.printing.latex import LatexPrinter
 
-from . import dropin, functions
+from . import docbuiltin, docresults, dropin, functions
 from .backends import get as get_backend
 from .docplots import data_text, plot_data, render_png
 from .emit import class_name, compile_spec
@@ -202,7 +203,7 @@ def _notes(spec: Spec, prep) -> list[str]:
     return out or ["- none beyond the description."]
 
 
-def page(spec: Spec, data: dict | None, records: list) -> str:
+def page(spec: Spec, data: dict | None, records: list, results: dict | None = None) -> str:
     prep = prepare(spec)
     lines = [f"# {spec.name}", "", f"{spec.summary}", "", " ".join(spec.description.split()), "",
              "## Formula", "", "As written:", "", "```text"]
@@ -216,10 +217,12 @@ def page(spec: Spec, data: dict | None, records: list) -> str:
     lines += ["## Signature", ""] + _signatures(spec, prep)
     lines += ["## Inputs", ""] + _input_rows(spec) + ["", "## Parameters", ""] + _param_rows(spec) + [""]
     lines += ["## Notes", ""] + _notes(spec, prep) + [""]
-    lines += ["## Extreme-input suite", ""]
+    lines += docresults.section(spec, results or {})
+    lines += ["## Extreme-input suite: generated code, built-ins and naive code", ""]
     rows = _extreme_rows(spec, records)
     if rows:
-        lines += [f"From `{STABILITY}` (float32, finite and correct at extreme inputs):", "",
+        lines += [f"From `{STABILITY}` (`python -m benchmarks.extreme`: float32, finite and correct at "
+                  "extreme inputs):", "",
                   "| backend | mode | code | passed |", "|---|---|---|---|"] + rows + [""]
     else:
         lines += [f"Not in `{STABILITY}`.", ""]
@@ -229,7 +232,9 @@ def page(spec: Spec, data: dict | None, records: list) -> str:
     else:
         lines += [f"The loss summed over case `{data['case']}` and its gradient, as `{data['element']}` "
                   f"sweeps [{data['x'][0]}, {data['x'][-1]}] with everything else fixed; computed by the "
-                  f"reference evaluator (data: [data/{spec.name}.json](data/{spec.name}.json)).", "",
+                  f"reference evaluator (data: [data/{spec.name}.json](data/{spec.name}.json))."
+                  + (f" Dashed: the built-in `{data['builtin']['call']}` (Paddle, float64, its gradient from "
+                     "`paddle.grad`) on the same inputs." if "builtin" in data else ""), "",
                   f"![{spec.name}: loss and gradient](img/{spec.name}.png)", ""]
     return "\n".join(lines)
 
@@ -264,14 +269,25 @@ _CALL = re.compile(r"\b([a-z_][a-z0-9_]*)\s*\(")
 # --------------------------------------------------------------------------- build, check, write
 
 
-def build_docs(specs: list[Spec], root: Path, full: bool = True) -> Docs:
+def build_docs(specs: list[Spec], root: Path, full: bool = True, frameworks: bool = False) -> Docs:
     """The pages, data and images of `specs`; with `full` (every spec of the project) the
-    index too, and files of other names count as foreign."""
+    index too, and files of other names count as foreign.  With `frameworks`, the plots'
+    built-in curves are computed where the framework is installed; otherwise, and where it
+    is not, they are carried over from the committed data files."""
     records = _stability(root)
+    results = docresults.load(root)
     docs = Docs(full=full)
     for spec in specs:
-        data = plot_data(spec, root)
-        docs.texts[f"{spec.name}.md"] = page(spec, data, records)
+        data = plot_data(spec, root, docbuiltin.compute if frameworks else None)
+        if data is not None and "builtin" not in data:
+            old = _read(root / DOCS_DIR, f"data/{spec.name}.json")
+            try:
+                kept = docbuiltin.carried(data, json.loads(old)) if old else None
+            except ValueError:  # an unreadable committed file: --check reports it out of date
+                kept = None
+            if kept is not None:
+                data["builtin"] = kept
+        docs.texts[f"{spec.name}.md"] = page(spec, data, records, results)
         if data is not None:
             docs.texts[f"data/{spec.name}.json"] = data_text(data)
             docs.images[f"img/{spec.name}.png"] = data
@@ -355,7 +371,7 @@ def run_cli(args) -> int:
     project = find_project()
     specs = emit.load_all(emit.project_specs(project, args.specs), root=project.root)
     out = project.root / DOCS_DIR
-    docs = build_docs(specs, project.root, full=not args.specs)
+    docs = build_docs(specs, project.root, full=not args.specs, frameworks=not args.check)
     if args.check:
         found = stale(docs, out)
         for rel, why in found:

@@ -6,7 +6,8 @@ evaluator (:mod:`losscc.reference`, the unrewritten IR at high precision).  It i
 as JSON next to the page, and ``losscc docs --check`` compares that text, so the check
 needs neither matplotlib nor byte-stable images.  :func:`render_png` draws the PNG from the
 data (matplotlib, the ``docs`` extra) and is only called when the data changed or the
-image is missing.
+image is missing.  Where the spec stands in for a Paddle function, the data also holds that
+function's curve (:mod:`losscc.docbuiltin`), drawn dashed beside the reference.
 """
 
 from __future__ import annotations
@@ -68,10 +69,11 @@ def _num(v: float) -> float | None:
     return float(f"{v:.12g}") if math.isfinite(v) else None
 
 
-def plot_data(spec: Spec, root: Path) -> dict | None:
+def plot_data(spec: Spec, root: Path, builtin=None) -> dict | None:
     """The plotted data, or None where the spec has no case or no input to sweep.  The
     case is the spec's first, else the first of its reference files (inside `root`), else
-    verify's first random case (seed 0)."""
+    verify's first random case (seed 0).  `builtin(spec, case, input name, xs)`, where
+    given, returns the framework built-in's series on the same sweep (losscc.docbuiltin)."""
     cases = spec_cases(spec) or reference_cases(spec, root) or random_cases(spec, 1, 0)
     if not cases:
         return None
@@ -94,8 +96,12 @@ def plot_data(spec: Spec, root: Path) -> dict | None:
         loss.append(_num(value))
         grad.append(_num(slope))
     where = f"{inp.name}[{', '.join(['0'] * base.ndim)}]" if base.ndim else inp.name
-    return {"spec": spec.name, "case": case.id, "input": inp.name, "element": where,
+    data = {"spec": spec.name, "case": case.id, "input": inp.name, "element": where,
             "x": [_num(x) for x in xs], "loss": loss, "gradient": grad}
+    series = builtin(spec, case, inp.name, xs) if builtin is not None else None
+    if series is not None:
+        data["builtin"] = series
+    return data
 
 
 def _value_and_slope(prog, inputs: dict, params: dict, learnable: dict, name: str) -> tuple[float, float]:
@@ -147,7 +153,12 @@ def render_png(data: dict) -> bytes:
         left, right = fig.subplots(1, 2)
         for ax, key, title in ((left, "loss", "loss (sum over the case)"),
                                (right, "gradient", f"d loss / d {data['element']}")):
-            ax.plot(x, [nan if v is None else v for v in data[key]], color="tab:blue", linewidth=1.5)
+            ax.plot(x, [nan if v is None else v for v in data[key]], color="tab:blue", linewidth=1.5,
+                    label="reference")
+            if "builtin" in data:
+                ax.plot(x, [nan if v is None else v for v in data["builtin"][key]], color="tab:orange",
+                        linewidth=1.2, linestyle="--", label=data["builtin"]["call"].rsplit(".", 1)[-1])
+                ax.legend(fontsize=7)
             ax.set_title(title)
             ax.set_xlabel(data["element"])
             ax.grid(True, linewidth=0.4, alpha=0.6)

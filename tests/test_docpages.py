@@ -12,6 +12,7 @@ import pytest
 from losscc.docpages import DOCS_DIR, build_docs, latex, page, stale, write_docs
 from losscc.docplots import sweep_interval
 from losscc.spec import load_spec
+from tests.backend_util import AVAILABLE
 
 ROOT = Path(__file__).resolve().parent.parent
 CHEAP = ("huber", "log_cosh")  # specs whose plot data is quick to compute
@@ -167,3 +168,59 @@ def test_bad_stability_report_exits_2(tmp_path):
     (tmp_path / "docs" / "stability.json").write_text('{"records": [\n')
     r = _cli("docs", "--check", cwd=tmp_path)
     assert r.returncode == 2 and "docs/stability.json:2:" in r.stderr and "[E175]" in r.stderr, r.stderr
+
+
+def test_page_shows_the_recorded_verify_rows_and_a_changed_spec():
+    from losscc import docresults
+
+    huber = _specs(("huber",))[0]
+    row = {"backend": "paddle", "dtype": "float32", "mode": "graph", "cases": 7, "max_rel_value": 1.25e-7,
+           "max_rel_grad": 3e-8, "verdict": "pass"}
+    rec = {"date": "2026-12-03", "commit": "abc1234", "spec_sha256": huber.source_sha256,
+           "verify": [row], "extreme": [dict(row, verdict="FAIL")]}
+    text = page(huber, None, [], {"huber": rec})
+    assert "## Verify" in text and "on 2026-12-03 at commit `abc1234`" in text
+    assert "| paddle | float32 | graph | 7 | 1.2e-07 | 3.0e-08 | pass |" in text
+    assert "| paddle | float32 | graph | 7 | 1.2e-07 | 3.0e-08 | FAIL |" in text
+    assert "has changed since" not in text
+    assert "has changed since" in page(huber, None, [], {"huber": dict(rec, spec_sha256="0" * 64)})
+    assert "Not recorded in `docs/verify.json`" in page(huber, None, [], {})
+
+
+def test_bad_verify_results_exit_2(tmp_path):
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "huber.yaml").write_text((ROOT / "specs" / "huber.yaml").read_text()
+                                                   .replace("references:\n  - file: tests/data/conformance/huber.json\n", ""))
+    (tmp_path / "pyproject.toml").write_text('[tool.losscc]\nspecs = "specs"\n')
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "verify.json").write_text('{"specs": {\n  "huber": [\n')
+    r = _cli("docs", "--check", cwd=tmp_path)
+    assert r.returncode == 2 and "docs/verify.json:3:" in r.stderr and "[E175]" in r.stderr, r.stderr
+
+
+def test_builtin_curve_is_carried_only_for_the_same_sweep(docs):
+    from losscc.docbuiltin import carried
+
+    data = json.loads(docs.texts["data/huber.json"])
+    # built without frameworks: the committed file's built-in series is carried over
+    assert data["builtin"]["call"] == "paddle.nn.functional.smooth_l1_loss"
+    data.pop("builtin")
+    series = {"call": "paddle.nn.functional.smooth_l1_loss", "loss": data["loss"], "gradient": data["gradient"]}
+    assert carried(data, dict(data, builtin=series)) == series
+    assert carried(data, dict(data, x=data["x"][::-1], builtin=series)) is None  # another sweep
+    assert carried(data, dict(data, builtin=dict(series, loss=data["loss"][:3]))) is None
+    assert carried(data, data) is None
+
+
+@pytest.mark.skipif("paddle" not in AVAILABLE, reason="Paddle is not installed")
+def test_builtin_curve_is_paddles_function_beside_the_reference():
+    """Paddle's smooth_l1_loss is Huber: its curve and the reference's agree; a spec without
+    a Paddle function gets none."""
+    specs = _specs()
+    got = build_docs(specs, ROOT, full=False, frameworks=True)
+    data = json.loads(got.texts["data/huber.json"])
+    b = data["builtin"]
+    assert b["call"] == "paddle.nn.functional.smooth_l1_loss"
+    assert b["loss"] == pytest.approx(data["loss"], rel=1e-12)
+    assert b["gradient"] == pytest.approx(data["gradient"], rel=1e-12, abs=1e-12)
+    assert "builtin" not in json.loads(got.texts["data/log_cosh.json"])

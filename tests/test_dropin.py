@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from losscc.emit import find_specs, load_all
+from tests.backend_util import AVAILABLE
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "conformance"
@@ -440,3 +441,21 @@ def test_an_alias_cannot_hide_the_framework():
     with pytest.raises(SpecError) as exc:
         spec_from_text(text, "t.yaml")
     assert [d.code for d in exc.value.diagnostics] == ["E128"]
+
+
+@pytest.mark.skipif("paddle" not in AVAILABLE, reason="Paddle is not installed")
+def test_log_loss_is_paddles_log_loss_in_float32():
+    """Paddle's log_loss kernel takes float32 only, so no float64 case file comes from it: the
+    generated function is compared with it directly, value and gradient, as Paddle calls it ([N, 1] inputs)."""
+    fw = framework("paddle")
+    F = importlib.import_module("paddle.nn.functional")
+    fn = importlib.import_module("generated.paddle.log_loss").log_loss
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.uniform(0.0, 1.0, 10), [0.0, 1.0]]).astype(np.float32).reshape(12, 1)
+    y = np.concatenate([rng.uniform(0.0, 1.0, 6), [0.0, 1.0] * 3]).astype(np.float32).reshape(12, 1)
+    for eps in (1e-4, 0.05):
+        got, want = (f(fw.tensor(x), fw.tensor(y), eps) for f in (fn, F.log_loss))
+        assert np.allclose(fw.numpy(got), fw.numpy(want), rtol=2e-6, atol=1e-7)
+        g_got, g_want = (fw.grad_of_sum(lambda a, b: f(a, b, epsilon=eps).sum(), [fw.tensor(x, grad=True),
+                                        fw.tensor(y)], {}, [0])[0] for f in (fn, F.log_loss))
+        assert np.allclose(g_got, g_want, rtol=2e-6, atol=1e-6)

@@ -1,7 +1,7 @@
 """The library case files: unchanged, with their provenance, every case claimed by one spec.
 
 tests/data/library holds values and gradients computed by other libraries (PyTorch,
-Keras, optax, scikit-learn) in float64 for losses written from those libraries' docs; see
+Keras, optax, scikit-learn, SciPy) in float64 for losses written from those libraries' docs; see
 its README.md. test_conformance.py runs every spec with references, these included.
 """
 
@@ -23,7 +23,7 @@ DATA = ROOT / "tests" / "data" / "library"
 SPECS = load_all(find_specs([str(ROOT / "specs")]))
 HELD = load_all(find_specs([str(DATA / "held")]))  # held out of specs/: held/README.md says why
 FILES = sorted(DATA.glob("*.json"))
-LIBRARIES = ("torch ", "torchvision ", "keras ", "optax ", "scikit-learn ", "kornia ")
+LIBRARIES = ("torch ", "torchvision ", "keras ", "optax ", "scikit-learn ", "kornia ", "scipy ")
 
 
 def test_case_files_are_unchanged():
@@ -63,7 +63,7 @@ def test_every_case_is_claimed_once_by_the_spec_of_its_name():
 def test_the_generators_stay_out_of_losscc():
     """The libraries that made the files are not losscc's dependencies, nor imported by it."""
     pyproject = (ROOT / "pyproject.toml").read_text()
-    for name in ("torch", "keras", "optax", "jax", "scikit-learn", "sklearn"):
+    for name in ("torch", "keras", "optax", "jax", "scikit-learn", "sklearn", "scipy"):
         if name not in names():  # a backend's framework is its own optional extra
             assert not re.search(rf'"{name}[<>=~ ;"]', pyproject), name
         for src in (ROOT / "losscc").rglob("*.py"):

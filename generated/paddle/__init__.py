@@ -9,36 +9,33 @@ The package exports the loss classes; each function is imported from its module
 one from a configuration (hyperparameters and reduction).
 """
 
-from .arcface import Arcface
+from .asymmetric_loss import AsymmetricLoss
 from .bce import Bce
 from .bce_dice import BceDice
 from .bce_with_logits import BceWithLogits
 from .binary_hinge import BinaryHinge
 from .categorical_hinge import CategoricalHinge
-from .center_loss import CenterLoss
-from .contrastive import Contrastive
-from .cosface import Cosface
+from .cauchy import Cauchy
 from .cosine_distance import CosineDistance
 from .cosine_embedding import CosineEmbedding
 from .cosine_similarity import CosineSimilarity
 from .cross_entropy import CrossEntropy
 from .cross_entropy_probs import CrossEntropyProbs
 from .dice import Dice
-from .diou_loss import DiouLoss
 from .distill_hard import DistillHard
 from .distill_kd import DistillKd
 from .focal import Focal
+from .focal_tversky import FocalTversky
 from .gaussian_nll import GaussianNll
-from .giou_loss import GiouLoss
+from .generalized_ce import GeneralizedCe
 from .hinge import Hinge
 from .hinge_embedding import HingeEmbedding
 from .huber import Huber
-from .info_nce import InfoNce
-from .iou_loss import IouLoss
 from .kl_div import KlDiv
 from .kld import Kld
 from .l1 import L1
 from .log_cosh import LogCosh
+from .log_loss import LogLoss
 from .mape import Mape
 from .margin_ranking import MarginRanking
 from .mse import Mse
@@ -47,8 +44,8 @@ from .multi_margin import MultiMargin
 from .multiclass_hinge import MulticlassHinge
 from .multiclass_perceptron import MulticlassPerceptron
 from .multilabel_soft_margin import MultilabelSoftMargin
+from .multitask_uncertainty_k import MultitaskUncertaintyK
 from .nll import Nll
-from .nt_xent import NtXent
 from .perceptron import Perceptron
 from .pinball import Pinball
 from .poisson_nll import PoissonNll
@@ -60,42 +57,38 @@ from .soft_margin import SoftMargin
 from .softmax_dice import SoftmaxDice
 from .softmax_focal import SoftmaxFocal
 from .squared_hinge import SquaredHinge
-from .total_variation import TotalVariation
-from .triplet_batch_hard import TripletBatchHard
 from .tversky import Tversky
 from .uncertainty_multitask import UncertaintyMultitask
+from .wing import Wing
 
 LOSSES = {
-    "arcface": Arcface,
+    "asymmetric_loss": AsymmetricLoss,
     "bce": Bce,
     "bce_dice": BceDice,
     "bce_with_logits": BceWithLogits,
     "binary_hinge": BinaryHinge,
     "categorical_hinge": CategoricalHinge,
-    "center_loss": CenterLoss,
-    "contrastive": Contrastive,
-    "cosface": Cosface,
+    "cauchy": Cauchy,
     "cosine_distance": CosineDistance,
     "cosine_embedding": CosineEmbedding,
     "cosine_similarity": CosineSimilarity,
     "cross_entropy": CrossEntropy,
     "cross_entropy_probs": CrossEntropyProbs,
     "dice": Dice,
-    "diou_loss": DiouLoss,
     "distill_hard": DistillHard,
     "distill_kd": DistillKd,
     "focal": Focal,
+    "focal_tversky": FocalTversky,
     "gaussian_nll": GaussianNll,
-    "giou_loss": GiouLoss,
+    "generalized_ce": GeneralizedCe,
     "hinge": Hinge,
     "hinge_embedding": HingeEmbedding,
     "huber": Huber,
-    "info_nce": InfoNce,
-    "iou_loss": IouLoss,
     "kl_div": KlDiv,
     "kld": Kld,
     "l1": L1,
     "log_cosh": LogCosh,
+    "log_loss": LogLoss,
     "mape": Mape,
     "margin_ranking": MarginRanking,
     "mse": Mse,
@@ -104,8 +97,8 @@ LOSSES = {
     "multiclass_hinge": MulticlassHinge,
     "multiclass_perceptron": MulticlassPerceptron,
     "multilabel_soft_margin": MultilabelSoftMargin,
+    "multitask_uncertainty_k": MultitaskUncertaintyK,
     "nll": Nll,
-    "nt_xent": NtXent,
     "perceptron": Perceptron,
     "pinball": Pinball,
     "poisson_nll": PoissonNll,
@@ -117,10 +110,9 @@ LOSSES = {
     "softmax_dice": SoftmaxDice,
     "softmax_focal": SoftmaxFocal,
     "squared_hinge": SquaredHinge,
-    "total_variation": TotalVariation,
-    "triplet_batch_hard": TripletBatchHard,
     "tversky": Tversky,
     "uncertainty_multitask": UncertaintyMultitask,
+    "wing": Wing,
 }
 
 
@@ -143,35 +135,32 @@ def get_loss(name, **config):
 __all__ = [
     "L1",
     "LOSSES",
-    "Arcface",
+    "AsymmetricLoss",
     "Bce",
     "BceDice",
     "BceWithLogits",
     "BinaryHinge",
     "CategoricalHinge",
-    "CenterLoss",
-    "Contrastive",
-    "Cosface",
+    "Cauchy",
     "CosineDistance",
     "CosineEmbedding",
     "CosineSimilarity",
     "CrossEntropy",
     "CrossEntropyProbs",
     "Dice",
-    "DiouLoss",
     "DistillHard",
     "DistillKd",
     "Focal",
+    "FocalTversky",
     "GaussianNll",
-    "GiouLoss",
+    "GeneralizedCe",
     "Hinge",
     "HingeEmbedding",
     "Huber",
-    "InfoNce",
-    "IouLoss",
     "KlDiv",
     "Kld",
     "LogCosh",
+    "LogLoss",
     "Mape",
     "MarginRanking",
     "Mse",
@@ -180,8 +169,8 @@ __all__ = [
     "MulticlassHinge",
     "MulticlassPerceptron",
     "MultilabelSoftMargin",
+    "MultitaskUncertaintyK",
     "Nll",
-    "NtXent",
     "Perceptron",
     "Pinball",
     "PoissonNll",
@@ -193,9 +182,8 @@ __all__ = [
     "SoftmaxDice",
     "SoftmaxFocal",
     "SquaredHinge",
-    "TotalVariation",
-    "TripletBatchHard",
     "Tversky",
     "UncertaintyMultitask",
+    "Wing",
     "get_loss",
 ]

@@ -116,6 +116,30 @@ def tversky():
           "A = sum(y_true*(1 - y_pred)), B = sum((1 - y_true)*y_pred) (as Keras computes it).", cases)
 
 
+def focal():
+    """Keras takes one-hot targets; the file keeps the class index each row was made from."""
+    rng = np.random.default_rng(210)
+    cases = []
+    for cid, alpha, gamma, (n, c), scale in (("alpha0.25_gamma2", 0.25, 2.0, (5, 4), 1.0),
+                                            ("alpha1_gamma0_is_ce", 1.0, 0.0, (4, 3), 2.0),
+                                            ("alpha0.5_gamma1.5", 0.5, 1.5, (3, 6), 3.0)):
+        label = rng.integers(0, c, size=n)
+        logits = normal(rng, (n, c), scale)
+        kwargs = {"alpha": alpha, "gamma": gamma, "from_logits": True}
+        cls = keras.losses.CategoricalFocalCrossentropy
+        onehot = np.eye(c)[label]
+        expected = {key: np.asarray(cls(reduction=red, **kwargs)(onehot, logits))
+                    for key, red in (("none", None), ("mean", "sum_over_batch_size"), ("sum", "sum"))}
+        total = cls(reduction="sum", **kwargs)
+        grad = np.asarray(jax.grad(lambda z: total(onehot, z))(logits))
+        cases.append(case(cid, {"alpha": alpha, "gamma": gamma}, {"y_true": label, "y_pred": logits}, expected,
+                          {"y_pred": grad}, note="y_true is the class index; Keras was given one_hot(y_true, C)"))
+    write("focal", LIB, "keras.losses.CategoricalFocalCrossentropy(alpha=alpha, gamma=gamma, from_logits=True, "
+          "reduction=r)(one_hot(y_true, C), y_pred)",
+          "l = sum(-alpha*(1 - p)**gamma*y*log(p), axis=-1), p = clip(softmax(y_pred), 1e-7, 1 - 1e-7), "
+          "y = one_hot(y_true); every p here lies inside the clip.", cases, class_axis=-1)
+
+
 if __name__ == "__main__":
-    for make in (hinge, squared_hinge, categorical_hinge, kld, cosine_similarity, tversky):
+    for make in (hinge, squared_hinge, categorical_hinge, kld, cosine_similarity, tversky, focal):
         make()

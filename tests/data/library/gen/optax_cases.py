@@ -147,7 +147,40 @@ def softmax_dice():
           "classes.", cases)
 
 
+def log_cosh():
+    rng = np.random.default_rng(409)
+    fn = optax.losses.log_cosh
+    cases = [run(fn, {"predictions": normal(rng, (4, 5)), "targets": normal(rng, (4, 5))},
+                 ["predictions", "targets"], {}, "random_2d"),
+             run(fn, {"predictions": normal(rng, (2, 3, 4), 10.0), "targets": normal(rng, (2, 3, 4))},
+                 ["predictions", "targets"], {}, "random_3d_scaled"),
+             run(fn, {"predictions": np.array([0.0, 1e-4, -2.5, 30.0, -200.0, 500.0]),
+                      "targets": np.array([0.0, 0.0, 0.0, 0.0, 0.0, -0.5])},
+                 ["predictions", "targets"], {}, "edge_small_and_large",
+                 note="differences 0, 1e-4, 30, -200 and 500.5 (cosh overflows float64 beyond 710)")]
+    write("log_cosh", LIB, "optax.losses.log_cosh(predictions, targets)",
+          "l = logaddexp(d, -d) - log(2), d = predictions - targets, per element.", cases)
+
+
+def sigmoid_focal():
+    rng = np.random.default_rng(410)
+    fn = optax.losses.sigmoid_focal_loss
+    cases = [run(fn, {"logits": normal(rng, (4, 5), 2.0), "labels": np.round(rng.uniform(size=(4, 5)))},
+                 ["logits"], {"alpha": 0.25, "gamma": 2.0}, "alpha0.25_gamma2"),
+             run(fn, {"logits": normal(rng, (3, 4), 3.0), "labels": np.round(rng.uniform(size=(3, 4)))},
+                 ["logits"], {"alpha": 0.6, "gamma": 1.5}, "alpha0.6_gamma1.5"),
+             run(fn, {"logits": normal(rng, (2, 3, 2)), "labels": uniform(rng, (2, 3, 2), 0.0, 1.0)},
+                 ["logits", "labels"], {"alpha": 0.5, "gamma": 0.5}, "soft_labels_gamma0.5",
+                 note="soft labels: 1 - p_t = (1 - y)*p + y*(1 - p)"),
+             run(fn, {"logits": np.array([30.0, -30.0, 15.0, -15.0, 0.5, -80.0]),
+                      "labels": np.array([1.0, 1.0, 0.0, 0.0, 1.0, 0.0])}, ["logits"],
+                 {"alpha": 0.25, "gamma": 2.0}, "edge_large_logits", note="logits of +-15, +-30 and -80")]
+    write("sigmoid_focal", LIB, "optax.losses.sigmoid_focal_loss(logits, labels, alpha=alpha, gamma=gamma)",
+          "l = alpha_t*(1 - p_t)**gamma*sigmoid_binary_cross_entropy(logits, labels), p = sigmoid(logits), "
+          "1 - p_t = (1 - y)*p + y*(1 - p), alpha_t = alpha*y + (1 - alpha)*(1 - y), per element.", cases)
+
+
 if __name__ == "__main__":
     for make in (poly_loss, generalized_kl, multiclass_hinge, multiclass_perceptron, cosine_distance, binary_hinge,
-                 perceptron, softmax_dice):
+                 perceptron, softmax_dice, log_cosh, sigmoid_focal):
         make()
