@@ -9,6 +9,7 @@ The package exports the loss classes; each function is imported from its module
 one from a configuration (hyperparameters and reduction).
 """
 
+from .arcface import Arcface
 from .asymmetric_loss import AsymmetricLoss
 from .bce import Bce
 from .bce_dice import BceDice
@@ -16,21 +17,28 @@ from .bce_with_logits import BceWithLogits
 from .binary_hinge import BinaryHinge
 from .categorical_hinge import CategoricalHinge
 from .cauchy import Cauchy
+from .center_loss import CenterLoss
+from .contrastive import Contrastive
+from .cosface import Cosface
 from .cosine_distance import CosineDistance
 from .cosine_embedding import CosineEmbedding
 from .cosine_similarity import CosineSimilarity
 from .cross_entropy import CrossEntropy
 from .cross_entropy_probs import CrossEntropyProbs
 from .dice import Dice
+from .diou_loss import DiouLoss
 from .distill_hard import DistillHard
 from .distill_kd import DistillKd
 from .focal import Focal
 from .focal_tversky import FocalTversky
 from .gaussian_nll import GaussianNll
 from .generalized_ce import GeneralizedCe
+from .giou_loss import GiouLoss
 from .hinge import Hinge
 from .hinge_embedding import HingeEmbedding
 from .huber import Huber
+from .info_nce import InfoNce
+from .iou_loss import IouLoss
 from .kl_div import KlDiv
 from .kld import Kld
 from .l1 import L1
@@ -46,6 +54,7 @@ from .multiclass_perceptron import MulticlassPerceptron
 from .multilabel_soft_margin import MultilabelSoftMargin
 from .multitask_uncertainty_k import MultitaskUncertaintyK
 from .nll import Nll
+from .nt_xent import NtXent
 from .perceptron import Perceptron
 from .pinball import Pinball
 from .poisson_nll import PoissonNll
@@ -57,11 +66,14 @@ from .soft_margin import SoftMargin
 from .softmax_dice import SoftmaxDice
 from .softmax_focal import SoftmaxFocal
 from .squared_hinge import SquaredHinge
+from .total_variation import TotalVariation
+from .triplet_batch_hard import TripletBatchHard
 from .tversky import Tversky
 from .uncertainty_multitask import UncertaintyMultitask
 from .wing import Wing
 
 LOSSES = {
+    "arcface": Arcface,
     "asymmetric_loss": AsymmetricLoss,
     "bce": Bce,
     "bce_dice": BceDice,
@@ -69,21 +81,28 @@ LOSSES = {
     "binary_hinge": BinaryHinge,
     "categorical_hinge": CategoricalHinge,
     "cauchy": Cauchy,
+    "center_loss": CenterLoss,
+    "contrastive": Contrastive,
+    "cosface": Cosface,
     "cosine_distance": CosineDistance,
     "cosine_embedding": CosineEmbedding,
     "cosine_similarity": CosineSimilarity,
     "cross_entropy": CrossEntropy,
     "cross_entropy_probs": CrossEntropyProbs,
     "dice": Dice,
+    "diou_loss": DiouLoss,
     "distill_hard": DistillHard,
     "distill_kd": DistillKd,
     "focal": Focal,
     "focal_tversky": FocalTversky,
     "gaussian_nll": GaussianNll,
     "generalized_ce": GeneralizedCe,
+    "giou_loss": GiouLoss,
     "hinge": Hinge,
     "hinge_embedding": HingeEmbedding,
     "huber": Huber,
+    "info_nce": InfoNce,
+    "iou_loss": IouLoss,
     "kl_div": KlDiv,
     "kld": Kld,
     "l1": L1,
@@ -99,6 +118,7 @@ LOSSES = {
     "multilabel_soft_margin": MultilabelSoftMargin,
     "multitask_uncertainty_k": MultitaskUncertaintyK,
     "nll": Nll,
+    "nt_xent": NtXent,
     "perceptron": Perceptron,
     "pinball": Pinball,
     "poisson_nll": PoissonNll,
@@ -110,6 +130,8 @@ LOSSES = {
     "softmax_dice": SoftmaxDice,
     "softmax_focal": SoftmaxFocal,
     "squared_hinge": SquaredHinge,
+    "total_variation": TotalVariation,
+    "triplet_batch_hard": TripletBatchHard,
     "tversky": Tversky,
     "uncertainty_multitask": UncertaintyMultitask,
     "wing": Wing,
@@ -135,6 +157,7 @@ def get_loss(name, **config):
 __all__ = [
     "L1",
     "LOSSES",
+    "Arcface",
     "AsymmetricLoss",
     "Bce",
     "BceDice",
@@ -142,21 +165,28 @@ __all__ = [
     "BinaryHinge",
     "CategoricalHinge",
     "Cauchy",
+    "CenterLoss",
+    "Contrastive",
+    "Cosface",
     "CosineDistance",
     "CosineEmbedding",
     "CosineSimilarity",
     "CrossEntropy",
     "CrossEntropyProbs",
     "Dice",
+    "DiouLoss",
     "DistillHard",
     "DistillKd",
     "Focal",
     "FocalTversky",
     "GaussianNll",
     "GeneralizedCe",
+    "GiouLoss",
     "Hinge",
     "HingeEmbedding",
     "Huber",
+    "InfoNce",
+    "IouLoss",
     "KlDiv",
     "Kld",
     "LogCosh",
@@ -171,6 +201,7 @@ __all__ = [
     "MultilabelSoftMargin",
     "MultitaskUncertaintyK",
     "Nll",
+    "NtXent",
     "Perceptron",
     "Pinball",
     "PoissonNll",
@@ -182,6 +213,8 @@ __all__ = [
     "SoftmaxDice",
     "SoftmaxFocal",
     "SquaredHinge",
+    "TotalVariation",
+    "TripletBatchHard",
     "Tversky",
     "UncertaintyMultitask",
     "Wing",

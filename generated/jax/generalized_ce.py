@@ -26,7 +26,6 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
 import dataclasses
 
-import jax
 import jax.numpy as jnp
 
 __all__ = ["GeneralizedCe", "generalized_ce"]
@@ -89,6 +88,23 @@ def _check_inputs(logits, label):
         )
 
 
+def _gather_log_softmax(x, axis, index):
+    """log_softmax(x)[index] along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """
+    peak = jnp.max(x, axis=axis, keepdims=True)
+    top = x == peak
+    shifted = x - peak
+    below = jnp.where(top, 0, jnp.exp(shifted))
+    ties = jnp.sum(top, axis=axis, keepdims=True, dtype=shifted.dtype)
+    rest = jnp.sum(below, axis=axis, keepdims=True) + (ties - 1)
+    return jnp.take_along_axis(shifted, index, axis=axis) - jnp.log1p(rest)
+
+
 def generalized_ce(logits, label, *, q=0.7, reduction="mean"):
     """Generalized cross-entropy (Zhang and Sabuncu, 2018), (1 - p_y**q) / q, robust to
     noisy labels.
@@ -111,9 +127,7 @@ def generalized_ce(logits, label, *, q=0.7, reduction="mean"):
         logits = jnp.astype(logits, jnp.float32)
     N = logits.shape[0]
     label = jnp.reshape(label, (N, 1))
-    picked = jnp.take_along_axis(logits, label, axis=-1) - jax.nn.logsumexp(
-        logits, axis=-1, keepdims=True
-    )
+    picked = _gather_log_softmax(logits, -1, label)
     loss = -(jnp.expm1(q * picked) / q)
     if reduction == "none":
         result = jnp.reshape(loss, (N,))

@@ -126,14 +126,28 @@ def _check_inputs(logits, target):
         )
 
 
+def _log1p(x):
+    """log(1 + x), accurate near 0: Goldberg's log(1 + x) * x / ((1 + x) - 1), and x where
+    1 + x rounds to 1 (the CPU kernel computes log(1 + x)); in float64, since the float32
+    log is not accurate enough near 1 for the quotient."""
+    y = ops.cast(x, ms.float64)
+    u = 1 + y
+    z = u - 1
+    keep = ops.logical_or(z == 0, ops.isinf(y))
+    out = ops.where(keep, y, ops.log(u) * (y / ops.where(keep, ops.ones_like(z), z)))
+    return ops.cast(out, x.dtype)
+
+
 def _softplus(x):
-    """log(1 + exp(x)) without overflow; gradient sigmoid(x), also at x = 0."""
-    if x.dtype == ms.float32:
-        return ops.softplus(x)  # x above 20; below about -17 the value flushes to 0
-    positive = x > 0
-    return ops.where(positive, x, ops.zeros_like(x)) + ops.log1p(
-        ops.exp(ops.where(positive, -x, x))
-    )
+    """log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)), in float64: accurate to a few ulps
+    also far below 0, where the native kernel flushes to 0 (float32 from about -17) and
+    the float32 exp is off by up to 2e-5. The gradient is sigmoid(x),
+    also at x = 0."""
+    y = ops.cast(x, ms.float64)
+    positive = y > 0
+    tail = _log1p(ops.exp(ops.where(positive, -y, y)))
+    out = ops.where(positive, y, ops.zeros_like(y)) + tail
+    return ops.cast(out, x.dtype)
 
 
 def asymmetric_loss(

@@ -93,15 +93,15 @@ def _check_inputs(input, target, weight):
 
 
 def _log1p(x):
-    """log(1 + x), accurate near 0 in float64: log(1 + x) * x / ((1 + x) - 1), and x where
-    1 + x rounds to 1 (the CPU kernel computes log(1 + x))."""
-    if x.dtype != ms.float64:
-        # the float32 log is not accurate enough near 1 for the quotient
-        return ops.log1p(x)
-    y = 1 + x
-    z = y - 1
-    keep = ops.logical_or(z == 0, ops.isinf(x))
-    return ops.where(keep, x, ops.log(y) * (x / ops.where(keep, ops.ones_like(z), z)))
+    """log(1 + x), accurate near 0: Goldberg's log(1 + x) * x / ((1 + x) - 1), and x where
+    1 + x rounds to 1 (the CPU kernel computes log(1 + x)); in float64, since the float32
+    log is not accurate enough near 1 for the quotient."""
+    y = ops.cast(x, ms.float64)
+    u = 1 + y
+    z = u - 1
+    keep = ops.logical_or(z == 0, ops.isinf(y))
+    out = ops.where(keep, y, ops.log(u) * (y / ops.where(keep, ops.ones_like(z), z)))
+    return ops.cast(out, x.dtype)
 
 
 def cauchy(input, target, weight=None, *, c=1.0, reduction="mean"):

@@ -87,17 +87,48 @@ def _check_inputs(logits, label):
         )
 
 
+def _log1p(x):
+    """log(1 + x), accurate near 0: Goldberg's log(1 + x) * x / ((1 + x) - 1), and x where
+    1 + x rounds to 1 (the CPU kernel computes log(1 + x)); in float64, since the float32
+    log is not accurate enough near 1 for the quotient."""
+    y = ops.cast(x, ms.float64)
+    u = 1 + y
+    z = u - 1
+    keep = ops.logical_or(z == 0, ops.isinf(y))
+    out = ops.where(keep, y, ops.log(u) * (y / ops.where(keep, ops.ones_like(z), z)))
+    return ops.cast(out, x.dtype)
+
+
+def _gather_log_softmax(x, axis, index):
+    """log_softmax(x)[index] along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    In float64 also for float32 input: the float32 exp kernel is off by about eps * |x|
+    (2e-5 at |x| = 80) and log by 1.6e-6 absolute.
+    """
+    y = ops.cast(x, ms.float64)
+    peak = ops.amax(y, axis, keepdims=True)
+    top = y == peak
+    shifted = y - peak
+    below = ops.where(top, ops.zeros_like(y), ops.exp(shifted))
+    ties = ops.sum(ops.cast(top, y.dtype), axis, keepdim=True)
+    rest = ops.sum(below, axis, keepdim=True) + (ties - 1)
+    return ops.cast(ops.gather_elements(shifted, axis, index) - _log1p(rest), x.dtype)
+
+
 def _expm1(x):
-    """exp(x) - 1, accurate near 0 in float64: (exp(x) - 1) * x / log(exp(x)), and x where
-    exp(x) rounds to 1 (the CPU kernel loses x below about 1e-8)."""
-    if x.dtype != ms.float64:
-        # the float32 log is not accurate enough near 1 for the quotient
-        return ops.expm1(x)
-    u = ops.exp(x)
+    """exp(x) - 1, accurate near 0: Kahan's (exp(x) - 1) * x / log(exp(x)), and x where
+    exp(x) rounds to 1 (the CPU kernel loses x below about 1e-8); in float64, since the
+    float32 log is not accurate enough near 1 for the quotient."""
+    y = ops.cast(x, ms.float64)
+    u = ops.exp(y)
     um = u - 1
     keep = ops.logical_or(ops.logical_or(um == 0, um == -1), ops.isinf(u))
-    ratio = x / ops.log(ops.where(keep, ops.full_like(u, 2), u))
-    return ops.where(keep, ops.where(um == 0, x, um), um * ratio)
+    ratio = y / ops.log(ops.where(keep, ops.full_like(u, 2), u))
+    return ops.cast(ops.where(keep, ops.where(um == 0, y, um), um * ratio), x.dtype)
 
 
 def generalized_ce(logits, label, *, q=0.7, reduction="mean"):
@@ -124,9 +155,7 @@ def generalized_ce(logits, label, *, q=0.7, reduction="mean"):
     N = logits.shape[0]
     q = ms.Tensor(q, dtype)
     label = ops.reshape(label, (N, 1))
-    picked = ops.gather_elements(logits, -1, label) - ops.logsumexp(
-        logits, -1, keepdim=True
-    )
+    picked = _gather_log_softmax(logits, -1, label)
     loss = -(_expm1(q * picked) / q)
     if reduction == "none":
         result = ops.reshape(loss, (N,))

@@ -87,14 +87,22 @@ def _check_inputs(logits, label):
         )
 
 
-def _logsumexp(x, axis):
-    """log(sum(exp(x), axis)), keeping the axis; exact for logits of any size.
+def _gather_log_softmax(x, axis, index):
+    """log_softmax(x)[index] along the axis, accurate also near 0.
 
-    The maximum is shifted out; its gradient is dropped because the result does not depend
-    on it (the gradient of x is softmax(x) either way).
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
     """
-    peak = paddle.amax(x, axis=axis, keepdim=True).detach()
-    return peak + paddle.log(paddle.sum(paddle.exp(x - peak), axis=axis, keepdim=True))
+    peak = paddle.amax(x, axis=axis, keepdim=True)
+    top = x >= peak  # x == peak: the CPU equal kernel's scalar path has a tolerance
+    shifted = x - peak
+    below = paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted))
+    ties = paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True)
+    rest = paddle.sum(below, axis=axis, keepdim=True) + (ties - 1)
+    shifted = paddle.take_along_axis(shifted, index, axis=axis, broadcast=False)
+    return shifted - paddle.log1p(rest)
 
 
 def _shape(x):
@@ -134,9 +142,7 @@ def generalized_ce(logits, label, *, q=0.7, reduction="mean"):
     N = _shape(logits)[0]
     q = paddle.full([], q, dtype=dtype)
     label = paddle.reshape(label, (N, 1))
-    picked = paddle.take_along_axis(
-        logits, label, axis=-1, broadcast=False
-    ) - _logsumexp(logits, -1)
+    picked = _gather_log_softmax(logits, -1, label)
     loss = -(paddle.expm1(q * picked) / q)
     if reduction == "none":
         result = paddle.reshape(loss, (N,))
