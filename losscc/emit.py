@@ -21,6 +21,7 @@ from pathlib import Path
 
 from . import dropin, outtree
 from .backends import Backend, all_backends
+from .backward_emit import custom_context
 from .backends import get as get_backend
 from .errors import Diagnostic, Location, SpecError, printable
 from .outtree import Report
@@ -157,7 +158,7 @@ def module_context(spec: Spec, backend: Backend) -> dict:
                 input_constants=dropin.input_constants(spec, backend),
                 scalar_lines=(dropin.scalar_lines(spec, backend) + dropin.cast_lines(spec, backend)
                               + dropin.unbatched_lines(spec, backend)),
-                class_aliases=list(d.classes), replaces=list(d.replaces))
+                class_aliases=list(d.classes), replaces=list(d.replaces), custom=None)
 
 
 def arg_docs(spec: Spec, d=None) -> list[str]:
@@ -209,7 +210,9 @@ def compile_spec(spec: Spec, backend: Backend, prepared=None) -> str:
     if dropin.scalar_lines(spec, backend) and shape_helper and shape_helper not in low.helpers:
         low.helpers = [shape_helper] + list(low.helpers)
     written = [f"{b.name} = {' '.join(b.text.split())}" for b in spec.bindings]
-    return render_module(low, spec.path, written, module_context(spec, backend))
+    context = module_context(spec, backend)
+    context["custom"] = custom_context(prep, backend, low.helpers)  # the symbolic backward, where chosen
+    return render_module(low, spec.path, written, context)
 
 
 def internal_error(spec: Spec, exc: Exception) -> Diagnostic:

@@ -1,0 +1,213 @@
+"""Lowering of the symbolic backward (:mod:`losscc.backward`) through the operator tables.
+
+:func:`custom_context` gives the templates what a custom-gradient class needs: the source
+of a private function ``_<name>_grad(dout, <inputs>, reduction, <params>)`` that returns
+the gradient of the reduced loss with respect to every input (None for an input that is
+None) times the upstream gradient ``dout``, and the names the framework's wrapper passes
+(Paddle ``PyLayer``, MindSpore ``bprop``; templates/<backend>/module.py.j2).
+
+Each path of the call (every optional input given, or all None) is one
+:class:`losscc.lower.Lowerer` over the derivatives, the per-element loss and denominators
+it reads: a subexpression the loss and its derivatives share is computed once.  A
+reduction by a mean over a per-element denominator D (``sum(l) / sum(D)``) differentiates
+as ``(dl/dx - R * dD/dx) / sum(D)`` with R the reduced loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import backward, dropin
+from .backends import Backend
+from .lower import Locals, Lowerer, import_names
+from .localnames import allocate
+
+# the element count of a tensor as a value of its dtype, per backend (the tables have none)
+_COUNT = {"paddle": "paddle.numel({x}).astype({x}.dtype)", "mindspore": "{x}.size"}
+
+
+@dataclass(frozen=True)
+class Custom:
+    grad_name: str                 # the module-level gradient function
+    class_name: str                # the PyLayer / bprop Cell
+    grad_source: str               # its source text
+    inputs: tuple[str, ...]        # every input, in the spec's order
+    params: tuple[str, ...]        # hyperparameters, then reduction
+    alias_lines: tuple[str, ...]   # the class call's own keyword aliases, resolved first
+
+    @property
+    def grad_targets(self) -> str:
+        """The left-hand side that unpacks the gradient function's result."""
+        names = ", ".join(f"d_{n}" for n in self.inputs)
+        return names + ("," if len(self.inputs) == 1 else "")
+
+
+def custom_context(prep, backend: Backend, existing=()) -> Custom | None:
+    """What the templates need for a custom backward, or None (autograd) where the spec or
+    the plan does not give one; `existing`: helpers the module already defines."""
+    spec = prep.prog.spec
+    if not backward.chosen(spec, backend.name) or backend.name not in _COUNT:
+        return None
+    plan = backward.plan(prep)
+    if isinstance(plan, str):
+        return None
+    return _custom(prep, plan, backend, tuple(existing))
+
+
+def fallback_reason(prep, backend: Backend) -> str | None:
+    """Why a spec that asks for the custom backward keeps autograd in `backend` (None: it does not)."""
+    spec = prep.prog.spec
+    if not backward.chosen(spec, backend.name):
+        return None
+    if backend.name not in _COUNT:
+        return f"no custom-gradient emission for {backend.name}"
+    plan = backward.plan(prep)
+    return plan if isinstance(plan, str) else None
+
+
+def _custom(prep, plan, backend: Backend, existing: tuple) -> Custom:
+    from .pipeline import _taken
+
+    prog, spec = prep.prog, prep.prog.spec
+    taken = _taken(spec)
+    loc = Locals.allocate(prog, taken, import_names(backend))
+    dout = allocate("dout", taken)
+    grad_name = allocate(f"_{spec.name}_grad", taken)
+    class_name = allocate(f"_{spec.class_name}Backward", taken)
+    inputs = tuple(i.name for i in spec.inputs)
+    params = tuple(p.name for p in spec.params) + ("reduction",)
+    symbol_vars = {prog.symbols[i.name]: i.name for i in spec.inputs}
+    symbol_vars.update({prog.symbols[p.name]: p.name for p in spec.params})
+    first = spec.inputs[0].name
+    gvars = {n: allocate(f"d_{n}", taken) for n in inputs}
+
+    paths = []
+    needs_dtype, used_params = False, set()
+    for gr, absent in ((plan.none, set(plan.none_inputs)), (plan.general, set())):
+        if gr is None:
+            continue
+        low = Lowerer(prog, backend, taken | set(gvars.values()) | {dout}, {}, symbol_vars, loc)
+        low.user_names |= set(gvars.values())  # a gradient's own expression is stored in its variable
+        lines = _path(low, prog, spec, gr, absent, gvars, first, dout)
+        if low.sizes:
+            raise NotImplementedError("a backward that reads axis sizes")
+        needs_dtype |= low.needs_dtype
+        used_params |= {s for e in _exprs(gr) for s in e.free_symbols}
+        paths.append((absent, lines, low.helpers))
+
+    body: list[str] = []
+    f32 = backend.op("float32")
+    body += [f"{loc.in_dtype} = {backend.op('dtype_of', x=first)}",
+             f"{loc.half} = {loc.in_dtype} in {backend.op('half_dtypes')}",
+             f"if {loc.half}:  # computed in float32, returned in the inputs' dtype",
+             f"    {dout} = {backend.op('cast', x=dout, dtype=f32)}"]
+    for i in spec.inputs:
+        cast = f"{i.name} = {backend.op('cast', x=i.name, dtype=f32)}"
+        body += [f"    if {i.name} is not None:", f"        {cast}"] if i.optional else [f"    {cast}"]
+    wrapped = [p.name for p in spec.params if backend.wrap_scalars and p.kind == "float"
+               and prog.symbols[p.name] in used_params]
+    if needs_dtype or wrapped:
+        body.append(f"{loc.dtype} = {backend.op('dtype_of', x=first)}")
+    body += [f"{p} = {backend.scalar.format(value=p, dtype=loc.dtype)}" for p in wrapped]
+    if len(paths) == 2:
+        (absent, none_lines, _), (_, general_lines, _) = paths
+        body.append(f"if {' and '.join(f'{n} is None' for n in plan.none_inputs)}:")
+        body += ["    " + ln if ln else "" for ln in none_lines]
+        body.append("else:")
+        body += ["    " + ln if ln else "" for ln in general_lines]
+    else:
+        body += paths[0][1]
+    back = [f"{backend.op('cast', x=gvars[n], dtype=loc.in_dtype)} if {loc.half} and {gvars[n]} is not None"
+            f" else {gvars[n]}" for n in inputs]
+    body.append(f"return {', '.join(back)}" + ("," if len(back) == 1 else ""))
+    helpers: list = []
+    for _, _, hs in paths:
+        helpers += [h for h in hs if h not in helpers and h not in existing]
+    head = (f"def {grad_name}({dout}, {', '.join(inputs + params)}):\n"
+            f'    """The gradient of {spec.name} with respect to {", ".join(inputs)} (None for an input\n'
+            f"    that is None), times {dout}: derived from the formula by losscc (docs/backward.md).\"\"\"\n")
+    source = "\n\n\n".join(helpers + [head + "\n".join("    " + ln if ln else "" for ln in body)])
+    return Custom(grad_name, class_name, source, inputs, params,
+                  tuple(dropin.alias_lines(spec, backend.name)))
+
+
+def _exprs(gr):
+    out = [gr.loss] + [g for _, g in gr.grads] + [d for _, d in gr.denominators if d is not None]
+    return out + [g for _, gs in gr.den_grads for _, g in gs]
+
+
+def _path(low: Lowerer, prog, spec, gr, absent: set, gvars: dict, first: str, dout: str) -> list[str]:
+    """Statements computing every gradient variable on one path, reduction included."""
+    b = low.b
+    grads = {n: g for n, g in gr.grads if n not in absent}
+    dens = {r: d for r, d in gr.denominators if d is not None}
+    den_grads = {r: dict(gs) for r, gs in gr.den_grads}
+    loss_axes = prog.typeof(gr.loss).axes
+    broadcast = {prog.symbols[i.name] for i in spec.inputs if i.broadcast}
+    for g in grads.values():
+        low.count(g)
+    if dens:
+        low.count(gr.loss)
+        for r, d in dens.items():
+            low.count(d)
+            for g in den_grads[r].values():
+                low.count(g)
+
+    def full(e, hint) -> str:
+        """e's value over the loss's shape (broadcast where it is smaller)."""
+        if e == 0:
+            return low.op("zeros_like", x=first)
+        if e.is_number:
+            return low.op("full_like", x=first, value=repr(float(e)))
+        code = low.materialize(e, hint)
+        if prog.typeof(e).axes != loss_axes or e.free_symbols & broadcast:
+            return low.op("broadcast_to", x=code, shape=low.op("shape", x=first))
+        return code
+
+    out: dict[str, str] = {n: full(g, gvars[n]) for n, g in grads.items()}
+    lines = list(low.stmts)
+    for n, code in out.items():
+        if code != gvars[n]:
+            lines.append(f"{gvars[n]} = {code}")
+    # the reduction: `none` and `sum` scale by dout; a mean by dout over its denominator
+    means = [r.name for r in spec.reductions if r.name not in ("none", "sum")]
+    if means:
+        chain = "if"
+        memo = dict(low.memo)
+        for r in means:
+            low.stmts, low.memo = [], dict(memo)  # what one branch computes is not seen by the next
+            lines.append(f"{chain} reduction == {r!r}:")
+            if r in dens:
+                count = low.op("sum_all", x=full(dens[r], "den"))
+                loss_code = low.materialize(gr.loss, "loss")
+                total = low.materialize_code(count)
+                scale = low.materialize_code(f"{dout} / {total}")
+                # d(sum(l) / S) = (dl - sum(l) / S * dS) / S
+                rv = low.materialize_code(f"{low.op('sum_all', x=loss_code)} / {total} * {scale}")
+                for n in out:
+                    dd = den_grads[r].get(n, 0)
+                    if dd != 0 and dd.is_number:
+                        term = rv if dd == 1 else f"{rv} * {float(dd)!r}"
+                        low.stmts.append(f"{gvars[n]} = {gvars[n]} * {scale} - {term}")
+                    elif dd != 0:
+                        low.stmts.append(f"{gvars[n]} = {gvars[n]} * {scale} - {rv} * {full(dd, 'dden')}")
+                    else:
+                        low.stmts.append(f"{gvars[n]} = {gvars[n]} * {scale}")
+            else:
+                scale = low.materialize_code(f"{dout} / {_COUNT[b.name].format(x=gvars[next(iter(out))])}")
+                low.stmts += [f"{gvars[n]} = {gvars[n]} * {scale}" for n in out]
+            lines += ["    " + s for s in low.stmts]
+            chain = "elif"
+        lines.append("else:")
+        lines += [f"    {gvars[n]} = {gvars[n]} * {dout}" for n in out]
+    else:
+        lines += [f"{gvars[n]} = {gvars[n]} * {dout}" for n in out]
+    for i in spec.inputs:
+        if i.name in absent:
+            lines.append(f"{gvars[i.name]} = None")
+        elif i.broadcast:
+            lines.append(f"{gvars[i.name]} = _sum_to({gvars[i.name]}, {i.name})")
+    return lines
+
+
+__all__ = ["Custom", "custom_context", "fallback_reason"]
