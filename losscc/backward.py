@@ -95,16 +95,61 @@ def plan(prep) -> Plan | str:
 def _gradients(prog, params, loss, denominators) -> Gradients:
     spec = prog.spec
     xs = [(i.name, prog.symbols[i.name]) for i in spec.inputs]
-    grads = tuple((n, derivative(loss, x, params)) for n, x in xs)
+
+    def of(e):
+        adj = adjoints(e, [x for _, x in xs], params)
+        return tuple((n, adj[x]) for n, x in xs)
+
     dens = tuple(denominators.items())
-    den_grads = tuple((r, tuple((n, derivative(d, x, params)) for n, x in xs)) for r, d in dens if d is not None)
-    return Gradients(loss, grads, dens, den_grads)
+    return Gradients(loss, of(loss), dens, tuple((r, of(d)) for r, d in dens if d is not None))
 
 
 def derivative(e: sp.Expr, x: sp.Symbol, params=frozenset()) -> sp.Expr:
-    """d e / d x as IR (see the module docstring); raises NoRule for a node without a rule.
-    `params`: the hyperparameter symbols (a bound of max/min made of them is not differentiated)."""
-    return _Deriv(x, params).d(e)
+    """d e / d x as IR (see the module docstring); raises NoRule for a node without a rule."""
+    return adjoints(e, [x], params)[x]
+
+
+def adjoints(e: sp.Expr, xs, params=frozenset()) -> dict:
+    """d e / d x for each symbol x of `xs`, by reverse accumulation over e's DAG: every
+    node's adjoint is built once and shared by the derivatives of all its descendants, so
+    d/d target of f(input - target) is the negation of d/d input's common part.  `params`:
+    the hyperparameter symbols (a max/min bound made of them is not differentiated)."""
+    wanted = frozenset(xs)
+    order: list = []
+    seen: set = set()
+
+    def visit(n):  # post-order over the nodes a wanted symbol flows through
+        if n in seen:
+            return
+        seen.add(n)
+        if not n.is_Atom:
+            if not (n.free_symbols & wanted):
+                return
+            for a in _args(n):
+                visit(a)
+        order.append(n)
+
+    visit(e)
+    adj: dict = {e: sp.Integer(1)}
+    rules = _Partials(params)
+    for n in reversed(order):
+        g = adj.get(n)
+        if g is None or g == 0 or n.is_Atom:
+            continue
+        for arg, contribution in rules.of(n, g):
+            if arg.is_Atom and arg not in wanted:
+                continue
+            if contribution != 0:
+                adj[arg] = adj[arg] + contribution if arg in adj else contribution
+    return {x: adj.get(x, sp.Integer(0)) for x in xs}
+
+
+def _args(n):
+    if isinstance(n, sp.Piecewise):
+        return tuple(p.expr for p in n.args)
+    if isinstance(n, (ir.Where,)):
+        return n.args[1:]
+    return n.args
 
 
 def _where(c, a, b):
@@ -112,97 +157,93 @@ def _where(c, a, b):
     return a if a == b else ir.Where(c, a, b)
 
 
-class _Deriv:
-    def __init__(self, x, params):
-        self.x, self.params, self.memo = x, params, {}
+class _Partials:
+    """Per node type (``_p_<Type>``, the nearest along the MRO): (argument, the adjoint it
+    receives) for a node of adjoint g."""
 
-    def d(self, e):
-        got = self.memo.get(e)
-        if got is None:
-            if e.is_Atom:
-                got = sp.Integer(1 if e == self.x else 0)
-            elif self.x not in e.free_symbols:
-                got = sp.Integer(0)
-            else:
-                got = self._rule(e)
-            self.memo[e] = got
-        return got
+    def __init__(self, params):
+        self.params = params
 
-    def _rule(self, e):
+    def of(self, e, g):
         for cls in type(e).__mro__:
-            method = getattr(self, f"_d_{cls.__name__}", None)
+            method = getattr(self, f"_p_{cls.__name__}", None)
             if method is not None:
-                return method(e)
+                return method(e, g)
         raise NoRule(f"no derivative rule for {type(e).__name__}")
 
     def constant_bound(self, e) -> bool:
         return e.is_number or (bool(e.free_symbols) and e.free_symbols <= self.params)
 
     # ---------------------------------------------------------------- arithmetic
-    def _d_Add(self, e):
-        return sp.Add(*[self.d(a) for a in e.args])
+    def _p_Add(self, e, g):
+        return [(a, g) for a in e.args]
 
-    def _d_Mul(self, e):
-        terms = []
-        for k, a in enumerate(e.args):
-            da = self.d(a)
-            if da != 0:
-                terms.append(sp.Mul(*(e.args[:k] + (da,) + e.args[k + 1:])))
-        return sp.Add(*terms)
+    def _p_Mul(self, e, g):
+        return [(a, g * sp.Mul(*(e.args[:k] + e.args[k + 1:]))) for k, a in enumerate(e.args)]
 
-    def _d_Pow(self, e):
+    def _p_Pow(self, e, g):
         b, n = e.args
-        if self.x in n.free_symbols:
+        if not n.is_number and not n.free_symbols <= self.params:
             raise NoRule("no derivative rule for a power with a differentiated exponent")
-        return n * b ** (n - 1) * self.d(b)
+        return [(b, g * n * b ** (n - 1))]
 
     # ---------------------------------------------------------------- elementwise functions
-    def _d_Function(self, e):
+    def _p_Function(self, e, g):
         if len(e.args) != 1:
             raise NoRule(f"no derivative rule for {type(e).__name__}")
-        return e.fdiff(1) * self.d(e.args[0])
+        return [(e.args[0], g * e.fdiff(1))]
 
-    def _d_cosh(self, e):  # sinh(u) = tanh(u) * cosh(u): operators every backend has
+    def _p_cosh(self, e, g):  # sinh(u) = tanh(u) * cosh(u): operators every backend has
         u = e.args[0]
-        return sp.tanh(u) * e * self.d(u)
+        return [(u, g * sp.tanh(u) * e)]
 
-    def _d__PiecewiseConstant(self, e):
-        return sp.Integer(0)
+    def _p__PiecewiseConstant(self, e, g):
+        return []
 
-    def _d_Abs(self, e):
+    def _p_StopGradient(self, e, g):
+        return []
+
+    def _p_Abs(self, e, g):  # sign(0) = 0: abs'(0) = 0
         u = e.args[0]
-        du = self.d(u)
-        return _where(sp.StrictGreaterThan(u, 0), du, _where(sp.StrictLessThan(u, 0), -du, 0))
+        return [(u, g * ir.Sign(u))]
 
-    def _d_Clip(self, e):
+    def _p_Clip(self, e, g):
         x, lo, hi = e.args
-        if not (self.constant_bound(lo) or lo.is_number) or not (self.constant_bound(hi) or hi.is_number):
+        if not (self.constant_bound(lo) and self.constant_bound(hi)):
             raise NoRule("no derivative rule for clip with tensor bounds")
-        return _where(sp.StrictLessThan(x, lo), 0, _where(sp.StrictGreaterThan(x, hi), 0, self.d(x)))
+        return [(x, _where(sp.StrictLessThan(x, lo), 0, _where(sp.StrictGreaterThan(x, hi), 0, g)))]
 
-    def _d_MinMaxBase(self, e):
+    def _p_MinMaxBase(self, e, g):
+        """The lowering's left fold (tensors first, then bounds), differentiated back to front."""
         is_max = isinstance(e, sp.Max)
-        args = sorted(e.args, key=lambda a: 1 if self.constant_bound(a) else 0)  # the lowering's order
+        args = sorted(e.args, key=lambda a: 1 if self.constant_bound(a) else 0)
         if self.constant_bound(args[0]):
-            return sp.Integer(0)
-        cur, dcur = args[0], self.d(args[0])
+            return []
         win, lose = (sp.StrictGreaterThan, sp.StrictLessThan) if is_max else (sp.StrictLessThan, sp.StrictGreaterThan)
-        for other in args[1:]:
+        tie = sp.GreaterThan if is_max else sp.LessThan
+        fold = [args[0]]
+        for a in args[1:]:
+            fold.append((sp.Max if is_max else sp.Min)(fold[-1], a, evaluate=False))
+        out = []
+        for k in range(len(args) - 1, 0, -1):
+            cur, other = fold[k - 1], args[k]
             if self.constant_bound(other):  # clip: the tensor keeps the gradient at a tie
-                tie = sp.GreaterThan if is_max else sp.LessThan
-                dcur = _where(tie(cur, other), dcur, 0)
-            else:  # maximum/minimum: half to each side at a tie
-                do = self.d(other)
-                dcur = _where(win(cur, other), dcur, _where(lose(cur, other), do, (dcur + do) / 2))
-            cur = (sp.Max if is_max else sp.Min)(cur, other, evaluate=False)
-        return dcur
+                g = _where(tie(cur, other), g, 0)
+                continue
+            half = g / 2
+            out.append((other, _where(win(cur, other), 0, _where(lose(cur, other), g, half))))
+            g = _where(win(cur, other), g, _where(lose(cur, other), 0, half))
+        return out + [(args[0], g)]
 
-    def _d_Piecewise(self, e):
-        return sp.Piecewise(*[(self.d(p.expr), p.cond) for p in e.args], evaluate=False)
+    def _p_Piecewise(self, e, g):
+        out = []
+        for k, p in enumerate(e.args):
+            sel = [(sp.Integer(0), q.cond) for q in e.args[:k]] + [(g, p.cond)]
+            if p.cond is not sp.true:
+                sel.append((sp.Integer(0), sp.true))
+            out.append((p.expr, sp.Piecewise(*sel, evaluate=False) if len(sel) > 1 else g))
+        return out
 
-    def _d_Where(self, e):
+    def _p_Where(self, e, g):
         c, a, b = e.args
-        return _where(c, self.d(a), self.d(b))
-
-    def _d_StopGradient(self, e):
-        return sp.Integer(0)
+        return [(a, _where(c, g, 0)), (b, _where(c, 0, g))]

@@ -128,7 +128,20 @@ def _custom(prep, plan, backend: Backend, existing: tuple) -> Custom:
             f"    that is None), times {dout}: derived from the formula by losscc (docs/backward.md).\"\"\"\n")
     source = "\n\n\n".join(helpers + [head + "\n".join("    " + ln if ln else "" for ln in body)])
     return Custom(grad_name, class_name, source, inputs, params,
-                  tuple(dropin.alias_lines(spec, backend.name)))
+                  _alias_lines(spec, backend.name))
+
+
+def _alias_lines(spec, backend: str) -> tuple[str, ...]:
+    """The class call's library keywords for inputs (``label=``) and its late-required checks."""
+    d = dropin.of(spec, backend)
+    inputs = {i.name for i in spec.inputs}
+    out: list[str] = []
+    for arg, alias in d.aliases:
+        if arg in inputs:
+            out += [f"if {alias} is not None:", f"    {arg} = {alias}"]
+    for n in dropin.late_required(spec, d):
+        out += [f"if {n} is None:", f"    raise TypeError(\"{spec.name}() missing required argument '{n}'\")"]
+    return tuple(out)
 
 
 def _exprs(gr):
@@ -164,7 +177,11 @@ def _path(low: Lowerer, prog, spec, gr, absent: set, gvars: dict, first: str, do
             return low.op("broadcast_to", x=code, shape=low.op("shape", x=first))
         return code
 
-    out: dict[str, str] = {n: full(g, gvars[n]) for n, g in grads.items()}
+    out: dict[str, str] = {}
+    for n, g in grads.items():
+        # d/d target of f(input - target) is -d/d input: a negation, not the expression again
+        twin = next((m for m, h in grads.items() if m in out and g != 0 and h == -g), None)
+        out[n] = f"-{gvars[twin]}" if twin is not None and out[twin] == gvars[twin] else full(g, gvars[n])
     lines = list(low.stmts)
     for n, code in out.items():
         if code != gvars[n]:
