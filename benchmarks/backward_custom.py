@@ -4,7 +4,7 @@ losscc's symbolic backward (``backward: custom``), per spec, backend and mode.
     PYTHONPATH=. python benchmarks/backward_custom.py [--shape 512 1024] [--reps 15] mse l1 ...
 
 Both variants are generated into a temporary folder from the current compiler; the median
-of `reps` timed calls (after two warm-up calls) is printed in milliseconds, as the table in
+of `reps` timed calls (after two warm-up calls; the two variants timed in turn) is printed in milliseconds, as the table in
 docs/backward.md ("Measurements").  Run by hand: the figures are for one machine.
 """
 
@@ -43,18 +43,21 @@ def load(path: Path):
     return mod
 
 
-def median_ms(fn, reps: int) -> float:
-    fn()
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
+def interleaved(fns: dict, reps: int) -> dict:
+    """Median ms of each step, the steps timed in turn (a busy machine slows them alike)."""
+    for fn in fns.values():
         fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+        fn()
+    times: dict = {k: [] for k in fns}
+    for _ in range(reps):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[k].append((time.perf_counter() - t0) * 1e3)
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
-def bench_paddle(mod, spec, arrays, mode, reps):
+def step_paddle(mod, spec, arrays, mode):
     import paddle
 
     layer = getattr(mod, spec.class_name)()
@@ -68,10 +71,10 @@ def bench_paddle(mod, spec, arrays, mode, reps):
         for t in ts:
             t.clear_grad()
 
-    return median_ms(step, reps)
+    return step
 
 
-def bench_mindspore(mod, spec, arrays, mode, reps):
+def step_mindspore(mod, spec, arrays, mode):
     import mindspore as ms
 
     cell = getattr(mod, spec.class_name)()
@@ -84,7 +87,7 @@ def bench_mindspore(mod, spec, arrays, mode, reps):
         _, g = vg(*ts)
         g[0].asnumpy()
 
-    return median_ms(step, reps)
+    return step
 
 
 def main(argv=None) -> int:
@@ -110,11 +113,11 @@ def main(argv=None) -> int:
             spec = load_spec(ROOT / "specs" / f"{n}.yaml")
             required = [i for i in spec.inputs if not i.optional]
             arrays = [rng.uniform(0.05, 0.95, args.shape).astype("float32") for _ in required]
-            for b, modes, bench in (("paddle", ("eager", "to_static"), bench_paddle),
-                                    ("mindspore", ("pynative", "jit"), bench_mindspore)):
+            for b, modes, make in (("paddle", ("eager", "to_static"), step_paddle),
+                                   ("mindspore", ("pynative", "jit"), step_mindspore)):
                 for mode in modes:
-                    t = {v: bench(load(out / f"{b}_{v}_{n}.py"), spec, arrays, mode, args.reps)
-                         for v in ("autograd", "custom")}
+                    t = interleaved({v: make(load(out / f"{b}_{v}_{n}.py"), spec, arrays, mode)
+                                     for v in ("autograd", "custom")}, args.reps)
                     print(f"| {n} | {b} | {mode} | {t['autograd']:.2f} | {t['custom']:.2f} | "
                           f"{t['custom'] / t['autograd']:.2f} |", flush=True)
     return 0

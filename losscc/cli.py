@@ -82,6 +82,8 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--format", choices=["table", "json"], default="table")
     v.add_argument("--strict", action="store_true",
                    help="also compare every element with the reference, relative to its own size (docs/verify.md)")
+    v.add_argument("--backward", choices=["autograd", "custom", "auto"],
+                   help="verify with this backward for every spec instead of the spec's own (docs/backward.md)")
     v.add_argument("--extreme", action="store_true",
                    help="only the extreme-input suite (float32 unless --dtype): finite and correct")
     v.add_argument("-o", "--output", default="generated")
