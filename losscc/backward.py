@@ -59,7 +59,7 @@ class Plan:
 
 def chosen(spec, backend: str) -> bool:
     """Whether the generated class for `backend` uses the custom backward."""
-    mode = getattr(spec, "backward", "autograd")
+    mode = spec.backward or "autograd"
     if backend not in ("paddle", "mindspore") or mode == "autograd":
         return False
     return mode == "custom" or (spec.name, backend) in MEASURED_FASTER

@@ -110,19 +110,21 @@ def with_eps(spec: Spec, eps: float | None) -> Spec:
 
 
 def load_all(paths: list[Path], problems: list | None = None, eps: float | None = None,
-             root: Path | None = None) -> list[Spec]:
+             root: Path | None = None, backward: str = "") -> list[Spec]:
     """Load and validate every spec.  With `problems` given, bad specs are left out and their
     diagnostics appended there (so later stages can still report the others' problems);
     without it, any problem raises.  `eps` is the global ``--eps`` override.  With `root`,
     specs are named by their path relative to it (as the generated headers record them);
-    otherwise relative to the current directory."""
+    otherwise relative to the current directory.  `backward`: the project's default for
+    specs without a ``backward`` field."""
     collect = problems is not None
     specs = []
     problems = [] if problems is None else problems
     for p in paths:
         try:
             shown = project_relative(root, p) if root else display_path(p)
-            specs.append(with_eps(load_spec(p, shown), eps))
+            spec = with_eps(load_spec(p, shown), eps)
+            specs.append(dataclasses.replace(spec, backward=backward) if backward and not spec.backward else spec)
         except SpecError as exc:
             problems += exc.diagnostics
     names: dict[str, Spec] = {}
@@ -335,7 +337,8 @@ def build(project: Project, spec_args: list[str], output: str | None = None, eps
     root = project.root
     out = output_folder(project, output)
     problems = [] if problems is None else problems
-    specs = load_all(project_specs(project, spec_args), problems, project.eps if eps is None else eps, root=root)
+    specs = load_all(project_specs(project, spec_args), problems, project.eps if eps is None else eps, root=root,
+                     backward=project.backward)
     chosen = tuple(get_backend(b) for b in (backends or project.backends))
     # the whole tree is in scope when the run covers every spec of the configured folder and
     # every configured backend, however they were named (`check specs`, `--backend` each)

@@ -115,16 +115,17 @@ def _build(root: Node, text: str, path: str, sha256: str, out: Collector) -> Spe
 
 
 def _backward(r: _Reader, top: dict[str, Node]) -> str:
-    """``backward: autograd | custom | auto`` (docs/backward.md); autograd when absent."""
+    """``backward: autograd | custom | auto`` (docs/backward.md); "" when absent (the
+    project's default, ``[tool.losscc] backward``, applies)."""
     from .backward import MODES
 
     if "backward" not in top:
-        return "autograd"
+        return ""
     v = r.string(top["backward"], "backward")
     if v is not None and v not in MODES:
         r.err(top["backward"], "E135", f"backward: expected one of {', '.join(MODES)}; got {v!r}")
-        return "autograd"
-    return v or "autograd"
+        return ""
+    return v or ""
 
 
 def _header(r: _Reader, top: dict[str, Node]) -> tuple[str, str, str]:

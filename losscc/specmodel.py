@@ -116,7 +116,7 @@ class Spec:
     guards: dict = field(default_factory=dict)
     cases: tuple[Case, ...] = ()
     references: tuple[Reference, ...] = ()
-    backward: str = "autograd"      # autograd | custom | auto (losscc.backward)
+    backward: str = ""              # autograd | custom | auto (losscc.backward); "": the project's default
     path: str = "<spec>"
     source_sha256: str = ""
     composes: tuple[str, ...] = ()  # specs its formula calls (set when its program is built)

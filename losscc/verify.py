@@ -268,7 +268,7 @@ def run_cli(args) -> int:
 
     project = find_project()
     eps = project.eps if getattr(args, "eps", None) is None else args.eps
-    specs = load_all(project_specs(project, args.specs), eps=eps, root=project.root)
+    specs = load_all(project_specs(project, args.specs), eps=eps, root=project.root, backward=project.backward)
     if getattr(args, "backward", None):
         specs = [dataclasses.replace(s, backward=args.backward) for s in specs]
     if args.cases and len(specs) != 1:
