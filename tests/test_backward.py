@@ -216,3 +216,20 @@ def test_mindspore_second_derivative_through_the_bprop(mse_modules):
         return (g * g).sum()
 
     np.testing.assert_allclose(ms.grad(gsq)(ms.Tensor(X)).asnumpy(), 8 * (X - Y), rtol=1e-12)
+
+
+def test_the_project_default_fills_specs_without_the_field(tmp_path):
+    from losscc.emit import load_all
+    from losscc.project import find_project
+
+    plain = tmp_path / "mse.yaml"
+    plain.write_text(open("specs/mse.yaml", encoding="utf-8").read(), encoding="utf-8")
+    own = tmp_path / "l1.yaml"
+    own.write_text(open("specs/l1.yaml", encoding="utf-8").read() + "backward: autograd\n", encoding="utf-8")
+    got = {s.name: s.backward for s in load_all([plain, own], backward="custom")}
+    assert got == {"mse": "custom", "l1": "autograd"}
+    (tmp_path / "pyproject.toml").write_text('[tool.losscc]\nbackward = "auto"\n', encoding="utf-8")
+    assert find_project(tmp_path).backward == "auto"
+    (tmp_path / "pyproject.toml").write_text('[tool.losscc]\nbackward = "fast"\n', encoding="utf-8")
+    with pytest.raises(SpecError, match="backward: expected one of autograd, custom, auto"):
+        find_project(tmp_path)
