@@ -72,12 +72,9 @@ def plan(prep) -> Plan | str:
         return "learnable tensors are not covered yet"
     if prep.masks:
         return "ignored positions (ignore masks) are not covered yet"
-    first = spec.inputs[0]
     for inp in spec.inputs:
-        if inp.dtype != "float":
-            return f"input {inp.name} is not a float tensor"
-        if tuple(inp.shape) != tuple(first.shape) or inp.broadcast == "left":
-            return f"input {inp.name} has a shape of its own: the loss is not elementwise"
+        if inp.broadcast == "left" or inp.scalar:
+            return f"input {inp.name} broadcasts from the left or may be a number"
     optional = tuple(i.name for i in spec.inputs if i.optional)
     if len(optional) > 1:
         return "more than one optional input"
@@ -94,26 +91,27 @@ def plan(prep) -> Plan | str:
 
 def _gradients(prog, params, loss, denominators) -> Gradients:
     spec = prog.spec
-    xs = [(i.name, prog.symbols[i.name]) for i in spec.inputs]
+    xs = [(i.name, prog.symbols[i.name]) for i in spec.inputs if i.dtype == "float"]
 
     def of(e):
-        adj = adjoints(e, [x for _, x in xs], params)
+        adj = adjoints(e, [x for _, x in xs], params, prog.typeof)
         return tuple((n, adj[x]) for n, x in xs)
 
     dens = tuple(denominators.items())
     return Gradients(loss, of(loss), dens, tuple((r, of(d)) for r, d in dens if d is not None))
 
 
-def derivative(e: sp.Expr, x: sp.Symbol, params=frozenset()) -> sp.Expr:
+def derivative(e: sp.Expr, x: sp.Symbol, params=frozenset(), typeof=None) -> sp.Expr:
     """d e / d x as IR (see the module docstring); raises NoRule for a node without a rule."""
-    return adjoints(e, [x], params)[x]
+    return adjoints(e, [x], params, typeof)[x]
 
 
-def adjoints(e: sp.Expr, xs, params=frozenset()) -> dict:
+def adjoints(e: sp.Expr, xs, params=frozenset(), typeof=None) -> dict:
     """d e / d x for each symbol x of `xs`, by reverse accumulation over e's DAG: every
     node's adjoint is built once and shared by the derivatives of all its descendants, so
     d/d target of f(input - target) is the negation of d/d input's common part.  `params`:
-    the hyperparameter symbols (a max/min bound made of them is not differentiated)."""
+    the hyperparameter symbols (a max/min bound made of them is not differentiated);
+    `typeof`: the program's typing (an inner node broadcast into a larger one has no rule)."""
     wanted = frozenset(xs)
     order: list = []
     seen: set = set()
@@ -131,7 +129,7 @@ def adjoints(e: sp.Expr, xs, params=frozenset()) -> dict:
 
     visit(e)
     adj: dict = {e: sp.Integer(1)}
-    rules = _Partials(params)
+    rules = _Partials(params, typeof)
     for n in reversed(order):
         g = adj.get(n)
         if g is None or g == 0 or n.is_Atom:
@@ -139,6 +137,9 @@ def adjoints(e: sp.Expr, xs, params=frozenset()) -> dict:
         for arg, contribution in rules.of(n, g):
             if arg.is_Atom and arg not in wanted:
                 continue
+            if typeof is not None and not arg.is_Atom and not isinstance(n, ir.TensorOp) \
+                    and arg.free_symbols & wanted and typeof(arg).axes != typeof(n).axes:
+                raise NoRule("no derivative rule for a value broadcast inside the loss")
             if contribution != 0:
                 adj[arg] = adj[arg] + contribution if arg in adj else contribution
     return {x: adj.get(x, sp.Integer(0)) for x in xs}
@@ -161,8 +162,8 @@ class _Partials:
     """Per node type (``_p_<Type>``, the nearest along the MRO): (argument, the adjoint it
     receives) for a node of adjoint g."""
 
-    def __init__(self, params):
-        self.params = params
+    def __init__(self, params, typeof=None):
+        self.params, self.typeof = params, typeof
 
     def of(self, e, g):
         for cls in type(e).__mro__:
@@ -247,3 +248,39 @@ class _Partials:
     def _p_Where(self, e, g):
         c, a, b = e.args
         return [(a, _where(c, g, 0)), (b, _where(c, 0, g))]
+
+    # ---------------------------------------------------------------- over an axis (kept: the
+    # canonical layout keeps reduced axes as size 1, so an adjoint broadcasts back by itself)
+    def _p_ReduceSum(self, e, g):
+        return [(e.args[0], g)]
+
+    def _p_ReduceMean(self, e, g):
+        return [(e.args[0], g / ir.Size(e.args[1]))]
+
+    def _p_LogSumExp(self, e, g):
+        x, ax = e.args
+        return [(x, g * ir.Softmax(x, ax))]
+
+    def _p_LogSoftmax(self, e, g):
+        x, ax = e.args
+        return [(x, g - ir.Softmax(x, ax) * ir.ReduceSum(g, ax))]
+
+    def _p_Softmax(self, e, g):
+        x, ax = e.args
+        return [(x, e * (g - ir.ReduceSum(g * e, ax)))]
+
+    def _p_ReduceMax(self, e, g):  # shared evenly among the tied entries
+        x, ax = e.args
+        tied = sp.Piecewise((1, sp.Eq(x, e)), (0, True), evaluate=False)
+        return [(x, g * tied / ir.ReduceSum(tied, ax))]
+
+    def _p_Gather(self, e, g):
+        x, index, ax = e.args
+        return [(x, g * ir.OneHot(index, ax))]
+
+    def _p_Size(self, e, g):
+        return []
+
+    def _p_OneHot(self, e, g):
+        return []
+

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 
 from . import backward, dropin
 from .backends import Backend
-from .lower import Locals, Lowerer, import_names
+from .lower import Locals, Lowerer, canonical_shape, import_names
 from .localnames import allocate
 
 # the element count of a tensor as a value of its dtype, per backend (the tables have none)
-_COUNT = {"paddle": "paddle.numel({x}).astype({x}.dtype)", "mindspore": "{x}.size"}
+_COUNT = {"paddle": "paddle.numel({x}).astype({like}.dtype)", "mindspore": "{x}.size"}
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,7 @@ class Custom:
     inputs: tuple[str, ...]        # every input, in the spec's order
     params: tuple[str, ...]        # hyperparameters, then reduction
     alias_lines: tuple[str, ...]   # the class call's own keyword aliases, resolved first
+    sum_to: bool = False           # a broadcast input: the module defines _sum_to
 
     @property
     def grad_targets(self) -> str:
@@ -51,7 +52,10 @@ def custom_context(prep, backend: Backend, existing=()) -> Custom | None:
     plan = backward.plan(prep)
     if isinstance(plan, str):
         return None
-    return _custom(prep, plan, backend, tuple(existing))
+    try:
+        return _custom(prep, plan, backend, tuple(existing))
+    except backward.NoRule:
+        return None
 
 
 def fallback_reason(prep, backend: Backend) -> str | None:
@@ -62,13 +66,20 @@ def fallback_reason(prep, backend: Backend) -> str | None:
     if backend.name not in _COUNT:
         return f"no custom-gradient emission for {backend.name}"
     plan = backward.plan(prep)
-    return plan if isinstance(plan, str) else None
+    if isinstance(plan, str):
+        return plan
+    try:
+        _custom(prep, plan, backend, ())
+    except backward.NoRule as exc:
+        return str(exc)
+    return None
 
 
 def _custom(prep, plan, backend: Backend, existing: tuple) -> Custom:
-    from .pipeline import _taken
+    from .pipeline import _size_expr, _taken, lower
 
     prog, spec = prep.prog, prep.prog.spec
+    fwd = lower(prep, backend)  # its prologue: half precision, sizes, hyperparameters, layout
     taken = _taken(spec)
     loc = Locals.allocate(prog, taken, import_names(backend))
     dout = allocate("dout", taken)
@@ -78,37 +89,44 @@ def _custom(prep, plan, backend: Backend, existing: tuple) -> Custom:
     params = tuple(p.name for p in spec.params) + ("reduction",)
     symbol_vars = {prog.symbols[i.name]: i.name for i in spec.inputs}
     symbol_vars.update({prog.symbols[p.name]: p.name for p in spec.params})
-    first = spec.inputs[0].name
+    floats = [i.name for i in spec.inputs if i.dtype == "float"]
     gvars = {n: allocate(f"d_{n}", taken) for n in inputs}
+    shapes = {}  # input -> the variable holding its shape before the canonical layout
+    for i in spec.inputs:
+        if i.dtype == "float" and not i.broadcast and canonical_shape(
+                prog.types[prog.symbols[i.name]].axes, prog, lambda a: loc.sizes[a]):
+            shapes[i.name] = allocate(f"{i.name}_shape", taken)
 
-    paths = []
-    needs_dtype, used_params = False, set()
+    def defined(var: str) -> bool:
+        return any(ln.startswith(f"{var} = ") for ln in fwd.prologue)
+
+    paths, sizes, needs_dtype = [], set(), False
     for gr, absent in ((plan.none, set(plan.none_inputs)), (plan.general, set())):
         if gr is None:
             continue
         low = Lowerer(prog, backend, taken | set(gvars.values()) | {dout}, {}, symbol_vars, loc)
         low.user_names |= set(gvars.values())  # a gradient's own expression is stored in its variable
-        lines = _path(low, prog, spec, gr, absent, gvars, first, dout)
-        if low.sizes:
-            raise NotImplementedError("a backward that reads axis sizes")
+        lines = _path(low, prog, spec, gr, absent, gvars, dout)
+        if not absent and fwd.branch_prologue:
+            lines = list(fwd.branch_prologue) + lines
+        sizes |= low.sizes
         needs_dtype |= low.needs_dtype
-        used_params |= {s for e in _exprs(gr) for s in e.free_symbols}
         paths.append((absent, lines, low.helpers))
 
-    body: list[str] = []
-    f32 = backend.op("float32")
-    body += [f"{loc.in_dtype} = {backend.op('dtype_of', x=first)}",
-             f"{loc.half} = {loc.in_dtype} in {backend.op('half_dtypes')}",
-             f"if {loc.half}:  # computed in float32, returned in the inputs' dtype",
-             f"    {dout} = {backend.op('cast', x=dout, dtype=f32)}"]
-    for i in spec.inputs:
-        cast = f"{i.name} = {backend.op('cast', x=i.name, dtype=f32)}"
-        body += [f"    if {i.name} is not None:", f"        {cast}"] if i.optional else [f"    {cast}"]
-    wrapped = [p.name for p in spec.params if backend.wrap_scalars and p.kind == "float"
-               and prog.symbols[p.name] in used_params]
-    if needs_dtype or wrapped:
-        body.append(f"{loc.dtype} = {backend.op('dtype_of', x=first)}")
-    body += [f"{p} = {backend.scalar.format(value=p, dtype=loc.dtype)}" for p in wrapped]
+    body = [f"{shapes[n]} = {backend.op('shape', x=n)}" for n in shapes]
+    for axis in prog.axes:  # sizes the backward reads and the forward does not
+        if axis in sizes and not defined(loc.sizes[axis]):
+            code, carriers = _size_expr(axis, spec, prog, low)
+            if carriers:
+                raise backward.NoRule(f"the size of axis {axis} comes from an optional input")
+            body.append(f"{loc.sizes[axis]} = {code}")
+    body += list(fwd.prologue)
+    half = defined(loc.half)
+    if half:
+        f32 = backend.op("float32")
+        body += [f"if {loc.half}:", f"    {dout} = {backend.op('cast', x=dout, dtype=f32)}"]
+    if needs_dtype and not defined(loc.dtype):
+        body.append(f"{loc.dtype} = {backend.op('dtype_of', x=floats[0])}")
     if len(paths) == 2:
         (absent, none_lines, _), (_, general_lines, _) = paths
         body.append(f"if {' and '.join(f'{n} is None' for n in plan.none_inputs)}:")
@@ -117,18 +135,21 @@ def _custom(prep, plan, backend: Backend, existing: tuple) -> Custom:
         body += ["    " + ln if ln else "" for ln in general_lines]
     else:
         body += paths[0][1]
+    for n, var in shapes.items():  # back from the canonical layout
+        body.append(f"{gvars[n]} = {backend.op('reshape', x=gvars[n], shape=var)}")
     back = [f"{backend.op('cast', x=gvars[n], dtype=loc.in_dtype)} if {loc.half} and {gvars[n]} is not None"
-            f" else {gvars[n]}" for n in inputs]
+            f" else {gvars[n]}" if half else gvars[n] for n in inputs]
     body.append(f"return {', '.join(back)}" + ("," if len(back) == 1 else ""))
     helpers: list = []
     for _, _, hs in paths:
         helpers += [h for h in hs if h not in helpers and h not in existing]
     head = (f"def {grad_name}({dout}, {', '.join(inputs + params)}):\n"
             f'    """The gradient of {spec.name} with respect to {", ".join(inputs)} (None for an input\n'
-            f"    that is None), times {dout}: derived from the formula by losscc (docs/backward.md).\"\"\"\n")
+            f"    that is None or not a float tensor), times {dout}: derived from the formula by losscc\n"
+            f'    (docs/backward.md)."""\n')
     source = "\n\n\n".join(helpers + [head + "\n".join("    " + ln if ln else "" for ln in body)])
     return Custom(grad_name, class_name, source, inputs, params,
-                  _alias_lines(spec, backend.name))
+                  _alias_lines(spec, backend.name), any(i.broadcast for i in spec.inputs))
 
 
 def _alias_lines(spec, backend: str) -> tuple[str, ...]:
@@ -149,10 +170,12 @@ def _exprs(gr):
     return out + [g for _, gs in gr.den_grads for _, g in gs]
 
 
-def _path(low: Lowerer, prog, spec, gr, absent: set, gvars: dict, first: str, dout: str) -> list[str]:
+def _path(low: Lowerer, prog, spec, gr, absent: set, gvars: dict, dout: str) -> list[str]:
     """Statements computing every gradient variable on one path, reduction included."""
     b = low.b
     grads = {n: g for n, g in gr.grads if n not in absent}
+    if not grads:
+        raise backward.NoRule("no float input to differentiate")
     dens = {r: d for r, d in gr.denominators if d is not None}
     den_grads = {r: dict(gs) for r, gs in gr.den_grads}
     loss_axes = prog.typeof(gr.loss).axes
@@ -166,26 +189,49 @@ def _path(low: Lowerer, prog, spec, gr, absent: set, gvars: dict, first: str, do
             for g in den_grads[r].values():
                 low.count(g)
 
-    def full(e, hint) -> str:
-        """e's value over the loss's shape (broadcast where it is smaller)."""
+    names = {i.name for i in spec.inputs}
+    # a tensor of the loss's shape: an input of its axes, else the loss itself
+    ref = next((i.name for i in spec.inputs if i.name not in absent and not i.broadcast
+                and prog.typeof(prog.symbols[i.name]).axes == loss_axes), None)
+    if ref is None:
+        low.count(gr.loss)
+        ref = low.materialize(gr.loss, "loss")
+    like = next(n for n in grads if not spec.input(n).broadcast) if any(
+        not spec.input(n).broadcast for n in grads) else None
+
+    def full(e, hint, n=None) -> str:
+        """e's value over the shape of input n (the loss's for a broadcast input, or n None)."""
+        target = n if n is not None and not spec.input(n).broadcast else ref
+        own = prog.typeof(prog.symbols[target]).axes if target in names else loss_axes
         if e == 0:
-            return low.op("zeros_like", x=first)
+            return low.op("zeros_like", x=n)
         if e.is_number:
-            return low.op("full_like", x=first, value=repr(float(e)))
+            code = low.op("full_like", x=n, value=repr(float(e)))
+            return code if target == n else low.op("broadcast_to", x=code, shape=low.op("shape", x=ref))
         code = low.materialize(e, hint)
-        if prog.typeof(e).axes != loss_axes or e.free_symbols & broadcast:
-            return low.op("broadcast_to", x=code, shape=low.op("shape", x=first))
+        if prog.typeof(e).axes != own or e.free_symbols & broadcast:
+            return low.op("broadcast_to", x=code, shape=low.op("shape", x=target))
         return code
 
     out: dict[str, str] = {}
     for n, g in grads.items():
         # d/d target of f(input - target) is -d/d input: a negation, not the expression again
         twin = next((m for m, h in grads.items() if m in out and g != 0 and h == -g), None)
-        out[n] = f"-{gvars[twin]}" if twin is not None and out[twin] == gvars[twin] else full(g, gvars[n])
+        out[n] = f"-{gvars[twin]}" if twin is not None and out[twin] == gvars[twin] else full(g, gvars[n], n)
     lines = list(low.stmts)
     for n, code in out.items():
         if code != gvars[n]:
             lines.append(f"{gvars[n]} = {code}")
+    layout = canonical_shape(loss_axes, prog, low.need)
+
+    def scaled() -> list[str]:
+        """`none` and `sum`: times dout (none's in the canonical layout, where that differs)."""
+        out_lines = [f"{gvars[n]} = {gvars[n]} * {dout}" for n in out]
+        if layout:
+            reshape = low.op("reshape", x=dout, shape=layout)
+            return [f'if reduction == "none":', f"    {dout} = {reshape}"] + out_lines
+        return out_lines
+
     # the reduction: `none` and `sum` scale by dout; a mean by dout over its denominator
     means = [r.name for r in spec.reductions if r.name not in ("none", "sum")]
     if means:
@@ -207,20 +253,21 @@ def _path(low: Lowerer, prog, spec, gr, absent: set, gvars: dict, first: str, do
                         term = rv if dd == 1 else f"{rv} * {float(dd)!r}"
                         low.stmts.append(f"{gvars[n]} = {gvars[n]} * {scale} - {term}")
                     elif dd != 0:
-                        low.stmts.append(f"{gvars[n]} = {gvars[n]} * {scale} - {rv} * {full(dd, 'dden')}")
+                        low.stmts.append(f"{gvars[n]} = {gvars[n]} * {scale} - {rv} * {full(dd, 'dden', n)}")
                     else:
                         low.stmts.append(f"{gvars[n]} = {gvars[n]} * {scale}")
             else:
-                scale = low.materialize_code(f"{dout} / {_COUNT[b.name].format(x=gvars[next(iter(out))])}")
+                count = _COUNT[b.name].format(x=ref, like=gvars[like or next(iter(out))])
+                scale = low.materialize_code(f"{dout} / {count}")
                 low.stmts += [f"{gvars[n]} = {gvars[n]} * {scale}" for n in out]
             lines += ["    " + s for s in low.stmts]
             chain = "elif"
         lines.append("else:")
-        lines += [f"    {gvars[n]} = {gvars[n]} * {dout}" for n in out]
+        lines += [f"    {ln}" for ln in scaled()]
     else:
-        lines += [f"{gvars[n]} = {gvars[n]} * {dout}" for n in out]
+        lines += scaled()
     for i in spec.inputs:
-        if i.name in absent:
+        if i.name in absent or i.dtype != "float":
             lines.append(f"{gvars[i.name]} = None")
         elif i.broadcast:
             lines.append(f"{gvars[i.name]} = _sum_to({gvars[i.name]}, {i.name})")
