@@ -1,24 +1,25 @@
 """Stage 4b: the symbolic backward pass, derived from the guarded IR.
 
-For a spec whose loss is elementwise (every input of one shape, or broadcast to it) the
-derivative of the per-element loss, and of each reduction's per-element denominator, with
-respect to every float input is built as IR by :func:`derivative`, one rule per node type
-(``_d_<Type>``, the nearest along the MRO).  The rules keep the guards' gradient
+The derivative of the per-element loss, and of each reduction's per-element denominator,
+with respect to every float input is built as IR by reverse accumulation
+(:func:`adjoints`): each node of the DAG gets its adjoint once, from one rule per node type
+(``_Partials._p_<Type>``, the nearest along the MRO).  The rules keep the guards' gradient
 semantics and the conventions of ``docs/spec.md`` ("Gradients at ties and kinks"):
 
-- ``where``/``Piecewise``: the derivative of the branch that is selected, under the same
-  conditions (a guard's NaN-free branch stays NaN-free; the fractional power guarded at 0
-  has derivative 0 there);
+- ``where``/``Piecewise``: the adjoint goes to the branch selected at the point (a guard's
+  NaN-free branch stays NaN-free; the fractional power guarded at 0 has derivative 0 there);
 - ``abs``: 0 at 0; ``clip``: 1 at either bound; ``max``/``min`` against a number or
   hyperparameter: the gradient goes to the tensor at a tie; between two tensors each side
   gets half, folded left over the arguments in the order the lowering uses;
-- ``stop_gradient``, ``round``/``floor``/``ceil``/``sign``: 0 (a straight-through estimator
-  ``x + stop_gradient(f(x) - x)`` differentiates to 1).
+- ``stop_gradient``, ``round``/``floor``/``ceil``/``sign``: nothing (a straight-through
+  estimator ``x + stop_gradient(f(x) - x)`` differentiates to 1);
+- over an axis (the canonical layout keeps it as size 1): sum, mean, logsumexp, softmax,
+  log_softmax, max (ties shared evenly) and gathers (a one-hot of the index).
 
-A node without a rule (a reduction inside the loss, a gather, softmax) makes :func:`plan`
-return the reason instead of a plan, and the spec keeps the framework's autograd.  The
-derivative is memoised per node, so its size is linear in the IR's DAG; no SymPy
-simplification runs on it.
+A node without a rule (``Item``), a value broadcast into a larger one inside the loss,
+learnable tensors, ignore masks, two optional inputs or an input that may be a number make
+:func:`plan` return the reason instead of a plan, and the spec keeps the framework's
+autograd.  The work is linear in the IR's DAG; no SymPy simplification runs on it.
 """
 
 from __future__ import annotations

@@ -106,7 +106,8 @@ def _custom(prep, plan, backend: Backend, existing: tuple) -> Custom:
             continue
         low = Lowerer(prog, backend, taken | set(gvars.values()) | {dout}, {}, symbol_vars, loc)
         low.user_names |= set(gvars.values())  # a gradient's own expression is stored in its variable
-        lines = _path(low, prog, spec, gr, absent, gvars, dout)
+        lines = _path(low, prog, spec, gr, absent, gvars, dout,
+                      dict(plan.general.denominators) if absent else None)
         if not absent and fwd.branch_prologue:
             lines = list(fwd.branch_prologue) + lines
         sizes |= low.sizes
@@ -137,9 +138,14 @@ def _custom(prep, plan, backend: Backend, existing: tuple) -> Custom:
         body += paths[0][1]
     for n, var in shapes.items():  # back from the canonical layout
         body.append(f"{gvars[n]} = {backend.op('reshape', x=gvars[n], shape=var)}")
-    back = [f"{backend.op('cast', x=gvars[n], dtype=loc.in_dtype)} if {loc.half} and {gvars[n]} is not None"
-            f" else {gvars[n]}" if half else gvars[n] for n in inputs]
-    body.append(f"return {', '.join(back)}" + ("," if len(back) == 1 else ""))
+    if half:
+        body.append(f"if {loc.half}:  # back to the inputs' dtype")
+        for i in spec.inputs:
+            if i.dtype != "float":
+                continue
+            cast = f"{gvars[i.name]} = {backend.op('cast', x=gvars[i.name], dtype=loc.in_dtype)}"
+            body += [f"    if {gvars[i.name]} is not None:", f"        {cast}"] if i.optional else [f"    {cast}"]
+    body.append(f"return {', '.join(gvars[n] for n in inputs)}" + ("," if len(inputs) == 1 else ""))
     helpers: list = []
     for _, _, hs in paths:
         helpers += [h for h in hs if h not in helpers and h not in existing]
@@ -170,8 +176,10 @@ def _exprs(gr):
     return out + [g for _, gs in gr.den_grads for _, g in gs]
 
 
-def _path(low: Lowerer, prog, spec, gr, absent: set, gvars: dict, dout: str) -> list[str]:
-    """Statements computing every gradient variable on one path, reduction included."""
+def _path(low: Lowerer, prog, spec, gr, absent: set, gvars: dict, dout: str,
+          general_dens: dict | None = None) -> list[str]:
+    """Statements computing every gradient variable on one path, reduction included
+    (`general_dens`: the other path's denominators, on the path with every optional input None)."""
     b = low.b
     grads = {n: g for n, g in gr.grads if n not in absent}
     if not grads:
@@ -241,12 +249,20 @@ def _path(low: Lowerer, prog, spec, gr, absent: set, gvars: dict, dout: str) -> 
             low.stmts, low.memo = [], dict(memo)  # what one branch computes is not seen by the next
             lines.append(f"{chain} reduction == {r!r}:")
             if r in dens:
-                count = low.op("sum_all", x=full(dens[r], "den"))
-                loss_code = low.materialize(gr.loss, "loss")
+                den, general = dens[r], (general_dens or {}).get(r)
+                if den.is_number and general is not None and prog.typeof(general).axes:
+                    # a per-element denominator that became a constant c: c times the count
+                    count = f"{_COUNT[b.name].format(x=ref, like=gvars[like or next(iter(out))])} * {float(den)!r}"
+                elif prog.typeof(den).axes:
+                    count = low.op("sum_all", x=full(den, "den"))
+                else:  # a scalar: the forward divides the sum by it
+                    count = low.value(den)
                 total = low.materialize_code(count)
                 scale = low.materialize_code(f"{dout} / {total}")
                 # d(sum(l) / S) = (dl - sum(l) / S * dS) / S
-                rv = low.materialize_code(f"{low.op('sum_all', x=loss_code)} / {total} * {scale}")
+                if any(den_grads[r].get(n, 0) != 0 for n in out):
+                    loss_code = low.materialize(gr.loss, "loss")
+                    rv = low.materialize_code(f"{low.op('sum_all', x=loss_code)} / {total} * {scale}")
                 for n in out:
                     dd = den_grads[r].get(n, 0)
                     if dd != 0 and dd.is_number:
