@@ -71,8 +71,6 @@ def plan(prep) -> Plan | str:
     prog, spec = prep.prog, prep.prog.spec
     if spec.learnable:
         return "learnable tensors are not covered yet"
-    if prep.masks:
-        return "ignored positions (ignore masks) are not covered yet"
     for inp in spec.inputs:
         if inp.broadcast == "left" or inp.scalar:
             return f"input {inp.name} broadcasts from the left or may be a number"

@@ -80,7 +80,7 @@ def _custom(prep, plan, backend: Backend, existing: tuple) -> Custom:
 
     prog, spec = prep.prog, prep.prog.spec
     fwd = lower(prep, backend)  # its prologue: half precision, sizes, hyperparameters, layout
-    taken = _taken(spec)
+    taken = _taken(spec) | {m.name for _, m in prep.masks}  # as the forward's lowering
     loc = Locals.allocate(prog, taken, import_names(backend))
     dout = allocate("dout", taken)
     grad_name = allocate(f"_{spec.name}_grad", taken)
@@ -89,6 +89,7 @@ def _custom(prep, plan, backend: Backend, existing: tuple) -> Custom:
     params = tuple(p.name for p in spec.params) + ("reduction",)
     symbol_vars = {prog.symbols[i.name]: i.name for i in spec.inputs}
     symbol_vars.update({prog.symbols[p.name]: p.name for p in spec.params})
+    symbol_vars.update({m: m.name for _, m in prep.masks})  # set by the forward's prologue
     floats = [i.name for i in spec.inputs if i.dtype == "float"]
     gvars = {n: allocate(f"d_{n}", taken) for n in inputs}
     shapes = {}  # input -> the variable holding its shape before the canonical layout
@@ -114,7 +115,11 @@ def _custom(prep, plan, backend: Backend, existing: tuple) -> Custom:
         needs_dtype |= low.needs_dtype
         paths.append((absent, lines, low.helpers))
 
-    body = [f"{shapes[n]} = {backend.op('shape', x=n)}" for n in shapes]
+    body = []
+    for n in shapes:
+        shape = backend.op("shape", x=n)
+        body.append(f"{shapes[n]} = {shape} if {n} is not None else None" if spec.input(n).optional
+                    else f"{shapes[n]} = {shape}")
     for axis in prog.axes:  # sizes the backward reads and the forward does not
         if axis in sizes and not defined(loc.sizes[axis]):
             code, carriers = _size_expr(axis, spec, prog, low)
@@ -137,7 +142,8 @@ def _custom(prep, plan, backend: Backend, existing: tuple) -> Custom:
     else:
         body += paths[0][1]
     for n, var in shapes.items():  # back from the canonical layout
-        body.append(f"{gvars[n]} = {backend.op('reshape', x=gvars[n], shape=var)}")
+        reshape = f"{gvars[n]} = {backend.op('reshape', x=gvars[n], shape=var)}"
+        body += [f"if {gvars[n]} is not None:", f"    {reshape}"] if spec.input(n).optional else [reshape]
     if half:
         body.append(f"if {loc.half}:  # back to the inputs' dtype")
         for i in spec.inputs:
@@ -155,7 +161,7 @@ def _custom(prep, plan, backend: Backend, existing: tuple) -> Custom:
             f'    (docs/backward.md)."""\n')
     source = "\n\n\n".join(helpers + [head + "\n".join("    " + ln if ln else "" for ln in body)])
     return Custom(grad_name, class_name, source, inputs, params,
-                  _alias_lines(spec, backend.name), any(i.broadcast for i in spec.inputs))
+                  _alias_lines(spec, backend.name), "_sum_to(" in source)
 
 
 def _alias_lines(spec, backend: str) -> tuple[str, ...]:
@@ -207,6 +213,8 @@ def _path(low: Lowerer, prog, spec, gr, absent: set, gvars: dict, dout: str,
     like = next(n for n in grads if not spec.input(n).broadcast) if any(
         not spec.input(n).broadcast for n in grads) else None
 
+    summed: set = set()
+
     def full(e, hint, n=None) -> str:
         """e's value over the shape of input n (the loss's for a broadcast input, or n None)."""
         target = n if n is not None and not spec.input(n).broadcast else ref
@@ -217,6 +225,12 @@ def _path(low: Lowerer, prog, spec, gr, absent: set, gvars: dict, dout: str,
             code = low.op("full_like", x=n, value=repr(float(e)))
             return code if target == n else low.op("broadcast_to", x=code, shape=low.op("shape", x=ref))
         code = low.materialize(e, hint)
+        axes = set(prog.typeof(e).axes)
+        if n is not None and target == n and axes > set(own):  # summed over the axes n lacks, at the end
+            summed.add(n)
+            return code
+        if not axes <= set(own):
+            raise backward.NoRule(f"the gradient of {n} has axes the input lacks")
         if prog.typeof(e).axes != own or e.free_symbols & broadcast:
             return low.op("broadcast_to", x=code, shape=low.op("shape", x=target))
         return code
@@ -285,7 +299,7 @@ def _path(low: Lowerer, prog, spec, gr, absent: set, gvars: dict, dout: str,
     for i in spec.inputs:
         if i.name in absent or i.dtype != "float":
             lines.append(f"{gvars[i.name]} = None")
-        elif i.broadcast:
+        elif i.broadcast or i.name in summed:
             lines.append(f"{gvars[i.name]} = _sum_to({gvars[i.name]}, {i.name})")
     return lines
 

@@ -93,7 +93,8 @@ def test_plan_covers_elementwise_specs_and_names_why_others_fall_back():
     for name in ("mse", "huber", "bce", "focal"):
         plan = backward.plan(prepare(load_spec(f"specs/{name}.yaml")))
         assert isinstance(plan, backward.Plan), (name, plan)
-    assert "ignore" in backward.plan(prepare(load_spec("specs/cross_entropy.yaml")))
+    assert isinstance(backward.plan(prepare(load_spec("specs/cross_entropy.yaml"))), backward.Plan)  # ignore masks
+    assert "learnable" in backward.plan(prepare(load_spec("specs/uncertainty_multitask.yaml")))
     assert "optional" in backward.plan(prepare(load_spec("specs/bce_with_logits.yaml")))
 
 
@@ -302,3 +303,26 @@ def test_a_class_loss_backward_in_mindspore(focal_modules):
     want = ms.grad(by_function)(ms.Tensor(LOGITS)).asnumpy()
     got = ms.jit(ms.grad(by_class))(ms.Tensor(LOGITS)).asnumpy()
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+
+
+def test_ignored_positions_and_class_weights(tmp_path):
+    """nll: an ignore mask and a weight per class (summed back to its shape [C]); the weighted
+    mean's gradient, eagerly in Paddle, equals the function's autograd."""
+    if "paddle" not in AVAILABLE:
+        pytest.skip("paddle is not installed")
+    import paddle
+
+    spec = dataclasses.replace(load_spec("specs/nll.yaml"), backward="custom")
+    path = tmp_path / "paddle_nll.py"
+    path.write_text(compile_spec(spec, get("paddle")), encoding="utf-8")
+    mod = verify.load_module(path, "losscc_test_backward_paddle_nll")
+    target = paddle.to_tensor(np.array([0, -100, 2, 1]))
+    grads = []
+    for f in (lambda a, t, w: mod.nll(a, t, weight=w), mod.Nll()):
+        a = paddle.to_tensor(LOGITS, stop_gradient=False)
+        w = paddle.to_tensor(np.array([0.5, 2.0, 1.0]), stop_gradient=False)
+        f(a, target, w).backward()
+        grads.append((a.grad.numpy(), w.grad.numpy()))
+    assert not grads[1][0][1].any()  # the ignored row
+    for got, want in zip(grads[1], grads[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
