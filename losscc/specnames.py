@@ -55,6 +55,18 @@ def class_attributes() -> frozenset[str]:
     return frozenset().union(*(b.attributes for b in all_backends()))
 
 
+# what each generated package's ``__init__`` defines beside the loss modules it imports
+PACKAGE_NAMES = frozenset({"get_loss"})
+
+
+def check_spec_name(name: str) -> str | None:
+    """The reason a spec cannot be called `name`, beyond check_identifier: its module and
+    function are imported into the package's ``__init__``, which defines these itself."""
+    if name in PACKAGE_NAMES:
+        return "is defined by the generated package's __init__ (the loss registry)"
+    return None
+
+
 def check_attribute(name: str) -> str | None:
     """The reason a learnable cannot be called `name`, beyond check_identifier."""
     if name in class_attributes():

@@ -13,7 +13,7 @@ from typing import Any, Callable, TypeVar
 
 from . import limits
 from .errors import Collector, did_you_mean
-from .specnames import check_attribute, check_identifier
+from .specnames import check_attribute, check_identifier, check_spec_name
 from .yamlread import Node, clip
 
 _T = TypeVar("_T")
@@ -89,6 +89,8 @@ class Reader:
         reason = check_identifier(key)
         if not reason and where == "learnable":
             reason = check_attribute(key)
+        if not reason and where == "name":
+            reason = check_spec_name(key)
         if reason:
             line, col = (node.key_line, node.key_col) if at_key else (node.line, node.col)
             self.out.error(line, col, "E120", f"{where}: name '{clip(key)}' {reason}")
