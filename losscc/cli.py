@@ -84,6 +84,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="only the norm-wise check, not the per-element relative one (docs/verify.md)")
     v.add_argument("--strict", action="store_true",
                    help="the per-element check as well as the norm-wise one: the default, accepted for old scripts")
+    v.add_argument("--backward", choices=["autograd", "custom", "auto"],
+                   help="verify with this backward for every spec instead of the spec's own (docs/backward.md)")
     v.add_argument("--extreme", action="store_true",
                    help="only the extreme-input suite (float32 unless --dtype): finite and correct")
     v.add_argument("-o", "--output", default="generated")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from . import dropin, outtree
 from .backends import Backend, all_backends
+from .backward_emit import custom_context
 from .backends import get as get_backend
 from .errors import Diagnostic, Location, SpecError, printable
 from .outtree import Report
@@ -109,19 +110,21 @@ def with_eps(spec: Spec, eps: float | None) -> Spec:
 
 
 def load_all(paths: list[Path], problems: list | None = None, eps: float | None = None,
-             root: Path | None = None) -> list[Spec]:
+             root: Path | None = None, backward: str = "") -> list[Spec]:
     """Load and validate every spec.  With `problems` given, bad specs are left out and their
     diagnostics appended there (so later stages can still report the others' problems);
     without it, any problem raises.  `eps` is the global ``--eps`` override.  With `root`,
     specs are named by their path relative to it (as the generated headers record them);
-    otherwise relative to the current directory."""
+    otherwise relative to the current directory.  `backward`: the project's default for
+    specs without a ``backward`` field."""
     collect = problems is not None
     specs = []
     problems = [] if problems is None else problems
     for p in paths:
         try:
             shown = project_relative(root, p) if root else display_path(p)
-            specs.append(with_eps(load_spec(p, shown), eps))
+            spec = with_eps(load_spec(p, shown), eps)
+            specs.append(dataclasses.replace(spec, backward=backward) if backward and not spec.backward else spec)
         except SpecError as exc:
             problems += exc.diagnostics
     names: dict[str, Spec] = {}
@@ -157,7 +160,7 @@ def module_context(spec: Spec, backend: Backend) -> dict:
                 input_constants=dropin.input_constants(spec, backend),
                 scalar_lines=(dropin.scalar_lines(spec, backend) + dropin.cast_lines(spec, backend)
                               + dropin.unbatched_lines(spec, backend)),
-                class_aliases=list(d.classes), replaces=list(d.replaces))
+                class_aliases=list(d.classes), replaces=list(d.replaces), custom=None)
 
 
 def arg_docs(spec: Spec, d=None) -> list[str]:
@@ -209,7 +212,9 @@ def compile_spec(spec: Spec, backend: Backend, prepared=None) -> str:
     if dropin.scalar_lines(spec, backend) and shape_helper and shape_helper not in low.helpers:
         low.helpers = [shape_helper] + list(low.helpers)
     written = [f"{b.name} = {' '.join(b.text.split())}" for b in spec.bindings]
-    return render_module(low, spec.path, written, module_context(spec, backend))
+    context = module_context(spec, backend)
+    context["custom"] = custom_context(prep, backend, low.helpers)  # the symbolic backward, where chosen
+    return render_module(low, spec.path, written, context)
 
 
 def internal_error(spec: Spec, exc: Exception) -> Diagnostic:
@@ -332,7 +337,8 @@ def build(project: Project, spec_args: list[str], output: str | None = None, eps
     root = project.root
     out = output_folder(project, output)
     problems = [] if problems is None else problems
-    specs = load_all(project_specs(project, spec_args), problems, project.eps if eps is None else eps, root=root)
+    specs = load_all(project_specs(project, spec_args), problems, project.eps if eps is None else eps, root=root,
+                     backward=project.backward)
     chosen = tuple(get_backend(b) for b in (backends or project.backends))
     # the whole tree is in scope when the run covers every spec of the configured folder and
     # every configured backend, however they were named (`check specs`, `--backend` each)

@@ -23,7 +23,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-KEYS = ("specs", "output", "eps", "backends")
+KEYS = ("specs", "output", "eps", "backends", "backward")
 MAX_PYPROJECT_BYTES = 1024 * 1024
 
 
@@ -35,6 +35,7 @@ class Project:
     output: str = "generated"        # relative to the root
     eps: float | None = None
     backends: tuple[str, ...] = field(default_factory=backend_names)
+    backward: str = "autograd"       # the default of specs without a backward field (docs/backward.md)
 
     def rel(self, path: Path) -> str:
         """`path` (inside the project) relative to the root, in POSIX form."""
@@ -121,6 +122,12 @@ def parse_config(root: Path, pyproject: Path, table, text: str) -> Project:
         if len(set(v)) != len(v):
             raise _error(pyproject, line, "backends", "a backend is listed twice")
         kw["backends"] = tuple(b for b in backend_names() if b in v)
+    if "backward" in table:
+        from .backward import MODES
+
+        if table["backward"] not in MODES:
+            raise _error(pyproject, _key_line(text, "backward"), "backward", f"expected one of {', '.join(MODES)}")
+        kw["backward"] = table["backward"]
     return Project(root=root, pyproject=pyproject, **kw)
 
 

@@ -162,6 +162,9 @@ def build() -> dict:
         "cases": _cases(),
         "references": _references(),
         "dropin": _dropin(),
+        "backward": {"enum": ["autograd", "custom", "auto"],
+                     "description": "the generated classes' gradient: the framework's autograd, losscc's "
+                                    "symbolic backward, or the one measured faster (docs/backward.md)"},
     }
     schema = {"$schema": DIALECT, "title": "losscc loss spec",
               "description": "A loss function for losscc (docs/spec.md)."}

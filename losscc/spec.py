@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 TOP_FIELDS = ("name", "summary", "description", "inputs", "params", "learnable", "formula",
-              "reduction", "reductions", "guards", "cases", "references", "dropin")
+              "reduction", "reductions", "guards", "cases", "references", "dropin", "backward")
 REQUIRED_FIELDS = ("name", "summary", "inputs", "formula")
 
 
@@ -103,14 +103,29 @@ def _build(root: Node, text: str, path: str, sha256: str, out: Collector) -> Spe
     check_cases(out, cases, inputs, params, reductions)
     references = read_references(r, top, path)
     dropin = read_dropin(r, top, name, inputs, params, learnable)
+    backward = _backward(r, top)
     return Spec(
         name=name, summary=summary, description=description,
         inputs=tuple(inputs), params=tuple(params), learnable=tuple(learnable),
         bindings=tuple(bindings), reductions=tuple(reductions),
         default_reduction=default_reduction, guards=guards, cases=tuple(cases),
-        references=tuple(references), path=path, source_sha256=sha256, dropin=dropin,
+        references=tuple(references), backward=backward, path=path, source_sha256=sha256, dropin=dropin,
         name_loc=Location(path, top["name"].line, top["name"].col) if "name" in top else Location(path, 1, 1),
     )
+
+
+def _backward(r: _Reader, top: dict[str, Node]) -> str:
+    """``backward: autograd | custom | auto`` (docs/backward.md); "" when absent (the
+    project's default, ``[tool.losscc] backward``, applies)."""
+    from .backward import MODES
+
+    if "backward" not in top:
+        return ""
+    v = r.string(top["backward"], "backward")
+    if v is not None and v not in MODES:
+        r.err(top["backward"], "E135", f"backward: expected one of {', '.join(MODES)}; got {v!r}")
+        return ""
+    return v or ""
 
 
 def _header(r: _Reader, top: dict[str, Node]) -> tuple[str, str, str]:

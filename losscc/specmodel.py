@@ -117,6 +117,7 @@ class Spec:
     guards: dict = field(default_factory=dict)
     cases: tuple[Case, ...] = ()
     references: tuple[Reference, ...] = ()
+    backward: str = ""              # autograd | custom | auto (losscc.backward); "": the project's default
     path: str = "<spec>"
     source_sha256: str = ""
     composes: tuple[str, ...] = ()  # specs its formula calls (set when its program is built)

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 import warnings
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -267,7 +268,9 @@ def run_cli(args) -> int:
 
     project = find_project()
     eps = project.eps if getattr(args, "eps", None) is None else args.eps
-    specs = load_all(project_specs(project, args.specs), eps=eps, root=project.root)
+    specs = load_all(project_specs(project, args.specs), eps=eps, root=project.root, backward=project.backward)
+    if getattr(args, "backward", None):
+        specs = [dataclasses.replace(s, backward=args.backward) for s in specs]
     if args.cases and len(specs) != 1:
         raise SpecError([])  # pragma: no cover - argparse-level misuse is reported below
     backends = tuple(args.backend or backend_names())
