@@ -73,8 +73,6 @@ CI_MIN_RANK = 0
 KNOWN_BUGS = {
     "internal compiler error on conditions inside min/max/Piecewise (E900)":
         r"internal compiler error \(ValueError: tuple\.index\(x\): x not in tuple\)",
-    "Paddle float64/int64 mix in a class loss with ignore_index":
-        r"Type promotion only support calculations between floating-point numbers",
     "MindSpore float64 result with a float32-sized error (a constant or where() branch in float32)":
         r"^case\d mindspore/float64/\w+: (value|gradient) .* off by \d(\.\d+)?e-0[5-9] \(norm-wise\)",
 }

@@ -44,3 +44,44 @@ def test_broadcast_input_placed_in_the_layout(backend, sizes, cut, tmp_path):
     if cut is not None:
         c.inputs["w"] = np.ascontiguousarray(c.inputs["w"].reshape(-1)[:int(np.prod(cut))].reshape(cut))
     _check(spec, backend, [c], tmp_path)
+
+
+def test_ignored_positions_masked_with_a_float_zero_in_paddle(tmp_path):
+    """`y - y` folds to the number 0 typed with y's axes, and SymPy has one 0: the ignore mask's
+    0 branch was then taken for a tensor and written as a bare int, which Paddle's where
+    promotes to int64 against the float64 loss."""
+    pytest.importorskip("paddle")
+    spec = spec_of("""
+        name: masked_fold
+        summary: s.
+        inputs:
+          z: {dtype: float, shape: [N, C]}
+          lab: {dtype: int, shape: [N], domain: "[0, C)", ignore: ig}
+          y: {dtype: float, shape: [N]}
+        params:
+          ig: {default: -100}
+        formula: |
+          loss = -log_softmax(z, axis=C)[lab] + softplus(y - y) + y
+    """, "masked_fold")
+    c = case(spec, {"N": (4,), "C": (3,)}, seed=1)
+    c.inputs["lab"][1] = -100
+    _check(spec, "paddle", [c], tmp_path, dtypes=("float64", "float32"))
+
+
+def test_loss_without_the_class_axis_after_a_folded_gather(tmp_path):
+    """`x - x` removes the only gather, so the loss [N, *D] is not canonical in a layout that
+    has C between N and D: the test for a needed reshape built the shape code from no sizes
+    (an internal compiler error, E900)."""
+    pytest.importorskip("mindspore")
+    spec = spec_of("""
+        name: folded_gather
+        summary: s.
+        inputs:
+          z: {dtype: float, shape: [N, C, "*D"]}
+          y: {dtype: float, shape: [N, "*D"]}
+          lab: {dtype: int, shape: [N, "*D"], domain: "[0, C)"}
+        formula: |
+          x = z[lab]
+          loss = y + (x - x)
+    """, "folded_gather")
+    _check(spec, "mindspore", [case(spec, {"N": (3,), "C": (3,), "D": (2,)}, seed=2)], tmp_path)
