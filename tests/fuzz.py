@@ -529,7 +529,7 @@ class Summary:
 
 def fuzz(examples: int, seed: int | None = 0, graph_every: int = 5, out: Path | None = None,
          derandomize: bool = False, keep=("failed", "accuracy", "rejected"), avoid: tuple = (),
-         min_rank: int = 0) -> Summary:
+         min_rank: int = 0, progress=None) -> Summary:
     """Run `examples` drawn specs; with `derandomize` the sequence is fixed (CI)."""
     if "mindspore" in AVAILABLE:
         import mindspore as ms
@@ -558,6 +558,8 @@ def fuzz(examples: int, seed: int | None = 0, graph_every: int = 5, out: Path | 
                 summary.unknown += [(index, p) for p in outcome.problems or ["?"] if known_bug(p) is None]
             if outcome.status in keep and not (outcome.status == "rejected" and plan.deliberate_reject):
                 summary.saved.append(str(save(plan, outcome, out, index)))
+            if progress is not None:
+                progress(f"#{index} {outcome.status} {time.time() - start:.0f}s")
 
         if seed is not None and not derandomize:
             one = hseed(seed)(one)
@@ -585,6 +587,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--graph-every", type=int, default=5, help="run graph mode for about one spec in K (0: never)")
     ap.add_argument("--out", type=Path, default=None, help="where failing specs are saved (default: a tmp dir)")
+    ap.add_argument("--progress", action="store_true", help="print each spec's outcome as it comes (stderr)")
     ap.add_argument("--triage", type=Path, nargs="+", metavar="SAVED.yaml",
                     help="rerun saved specs and say whether a name collision causes the failure")
     args = ap.parse_args(argv)
@@ -597,7 +600,8 @@ def main(argv=None) -> int:
                 verdict = triage(plan, Path(tmp), runners) if first.status == "failed" else ""
                 print(f"{path}: {first.status}; {verdict}\n  {(first.problems or [''])[0][:300]}")
         return 0
-    summary = fuzz(args.examples, args.seed, args.graph_every, args.out)
+    progress = (lambda line: print(line, file=sys.stderr, flush=True)) if args.progress else None
+    summary = fuzz(args.examples, args.seed, args.graph_every, args.out, progress=progress)
     print(summary.text())
     return 1 if summary.counts["failed"] else 0
 
