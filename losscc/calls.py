@@ -76,9 +76,7 @@ class CallRules:
         if ax in self.variadic and not f.variadic_axis:
             raise Fail(kws["axis"], "E218", f"{f.name}: cannot reduce over the variadic group *{ax}")
         rest = t.axes if keep else tuple(a for a in t.axes if a != ax)
-        from .specialise import _fold_constants  # a reduction of a number (x - x) is a number
-
-        return self._t(_fold_constants(f.build(x, sp.Symbol(ax))), TType("float", rest, grad=t.grad))
+        return self._t(f.build(x, sp.Symbol(ax)), TType("float", rest, grad=t.grad))
 
     def rule_keep(self, node, f: Function, args, kws, d):
         return self.rule_reduce(node, f, args, kws, d, keep=True)

@@ -86,19 +86,3 @@ def test_loss_without_the_class_axis_after_a_folded_gather(tmp_path):
     """, "folded_gather")
     _check(spec, "mindspore", [case(spec, {"N": (3,), "C": (3,), "D": (2,)}, seed=2)], tmp_path)
 
-
-def test_reductions_of_a_folded_number(tmp_path):
-    """`z - z` folds to the number 0: a reduction of it over C is that number (times C for a
-    sum); the reference evaluator had no axes to broadcast it along, the lowering called
-    the framework's reduction on a Python int."""
-    pytest.importorskip("paddle")
-    spec = spec_of("""
-        name: folded_reductions
-        summary: s.
-        inputs:
-          z: {dtype: float, shape: [N, C]}
-          y: {dtype: float, shape: [N]}
-        formula: |
-          loss = y + max(z - z, axis=C) + min(z - z, axis=C) + mean(z - z, axis=C) + sum(z - z, axis=C)
-    """, "folded_reductions")
-    _check(spec, "paddle", [case(spec, {"N": (3,), "C": (2,)}, seed=4)], tmp_path)
