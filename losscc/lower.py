@@ -235,6 +235,8 @@ class Lowerer(OperatorLowering):
 
     def scalar_like(self, e) -> bool:
         """A value the generated code holds as a Python number (not a tensor)."""
+        if e.is_Number:  # also one typed with axes where a tensor expression folded to it (`x - x`)
+            return True
         if self.typeof(e).axes:
             return False
         tensors = {self.prog.symbols[lr.name] for lr in self.prog.spec.learnable}

@@ -123,7 +123,7 @@ def _lower_body(prog: Program, backend: Backend, taken: set, names: dict, symbol
     reductions: list[tuple[str, Block]] = []
     # none: back from the canonical layout to the loss's own shape
     layout_changed = any(_changes_layout(e, prog) for e in layout_from) or \
-        canonical_shape(loss_t.axes, prog, lambda a: None)
+        canonical_shape(loss_t.axes, prog, str) is not None
     if layout_changed:
         shape = plain_shape(loss_t.axes, prog, low.need)
         reductions.append(("none", Block([], low.op("reshape", x=loss_var, shape=shape))))
@@ -198,7 +198,13 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
     for inp in spec.inputs:
         out = branch if none is not None and inp.optional else prologue
         t = prog.types[prog.symbols[inp.name]]
-        shape = None if inp.broadcast else canonical_shape(t.axes, prog, low.need)
+        shape = None if inp.broadcast == "left" else canonical_shape(t.axes, prog, low.need)
+        placed = None
+        if shape:
+            # a broadcastable input reaches its declared shape first, then the layout's
+            declared = plain_shape(tuple(a for a in prog.axes if a in t.axes), prog, low.need)
+            src = low.op("broadcast_to", x=inp.name, shape=declared) if inp.broadcast else inp.name
+            placed = low.op("reshape", x=src, shape=shape)
         left = None
         if inp.broadcast == "left":
             ref = next(i for i in spec.inputs if not i.broadcast and set(t.axes) <= {a.lstrip("*") for a in i.shape})
@@ -214,14 +220,14 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
             out.append(f"    {inp.name} = {default}")
             if shape:
                 out.append("else:")
-                out.append(f"    {inp.name} = {low.op('reshape', x=inp.name, shape=shape)}")
+                out.append(f"    {inp.name} = {placed}")
             elif left:
                 out.append("else:")
                 out.append(f"    {left}")
         elif left:
             out.append(left)
         elif shape:
-            out.append(f"{inp.name} = {low.op('reshape', x=inp.name, shape=shape)}")
+            out.append(f"{inp.name} = {placed}")
     for name, mask in prep.masks:
         inp = spec.input(name)
         prologue.append(f"{mask.name} = {name} != {inp.ignore}")

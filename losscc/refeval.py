@@ -384,6 +384,8 @@ class Evaluator:
     def _along(self, e, ev):
         """The operand of an operator over an axis, at the axis's full size, and its dimensions."""
         x = np.asarray(ev(e.args[0]), dtype=object)
+        if x.ndim < self.layout.rank:  # a number (x - x folded to 0): at the layout's rank
+            x = x.reshape((1,) * (self.layout.rank - x.ndim) + x.shape)
         dims = self.layout.dims[e.args[-1].name]
         return np.broadcast_to(x, tuple(self.sizes_full(dims, x.shape))), dims
 

@@ -1,0 +1,88 @@
+"""Compiler defects the differential fuzzer (tests/fuzz.py) found, each as the smallest spec
+that showed it: compiled, run once eagerly in a backend where it failed, and compared with
+the reference evaluator."""
+
+import numpy as np
+import pytest
+from tests.codegen_util import case, modules, runners, spec_of
+
+from losscc import verify
+
+# an optional per-sample weight that broadcasts, in a program whose layout keeps the class
+# axis (the weight must become [N, 1], not stay [N] and broadcast to [N, N]), or a variadic
+# group after it
+BROADCAST_WEIGHT = """
+    name: weighted_pick
+    summary: s.
+    inputs:
+      z: {dtype: float, shape: [N, C, "*D"]}
+      lab: {dtype: int, shape: [N, "*D"], domain: "[0, C)"}
+      w: {dtype: float, shape: [N, "*D"], optional: true, broadcast: true}
+    formula: |
+      loss = w * (-log_softmax(z, axis=C)[lab])
+"""
+
+
+def _check(spec, backend, cases, tmp_path, dtypes=("float64",)):
+    mods = modules(spec, tmp_path)
+    rows = verify.verify_spec(spec, mods, {backend: runners()[backend]}, dtypes, ("eager",), cases)
+    bad = [(r.dtype, r.failures[:2]) for r in rows if not r.ok]
+    assert not bad, bad
+    assert all(r.cases == len(cases) for r in rows)
+
+
+@pytest.mark.parametrize("backend,sizes,cut", [
+    ("paddle", {"N": (3,), "C": (4,), "D": ()}, None),          # an [N] weight
+    ("paddle", {"N": (2,), "C": (3,), "D": (2,)}, None),        # an [N, D] weight
+    ("mindspore", {"N": (3,), "C": (4,), "D": ()}, (1,)),       # one weight for the batch
+    ("mindspore", {"N": (2,), "C": (3,), "D": (2,)}, (2,)),     # a [D] weight for every sample
+])
+def test_broadcast_input_placed_in_the_layout(backend, sizes, cut, tmp_path):
+    pytest.importorskip({"paddle": "paddle", "mindspore": "mindspore", "jax": "jax"}[backend])
+    spec = spec_of(BROADCAST_WEIGHT, "weighted_pick")
+    c = case(spec, sizes, seed=3)
+    if cut is not None:
+        c.inputs["w"] = np.ascontiguousarray(c.inputs["w"].reshape(-1)[:int(np.prod(cut))].reshape(cut))
+    _check(spec, backend, [c], tmp_path)
+
+
+def test_ignored_positions_masked_with_a_float_zero_in_paddle(tmp_path):
+    """`y - y` folds to the number 0 typed with y's axes, and SymPy has one 0: the ignore mask's
+    0 branch was then taken for a tensor and written as a bare int, which Paddle's where
+    promotes to int64 against the float64 loss."""
+    pytest.importorskip("paddle")
+    spec = spec_of("""
+        name: masked_fold
+        summary: s.
+        inputs:
+          z: {dtype: float, shape: [N, C]}
+          lab: {dtype: int, shape: [N], domain: "[0, C)", ignore: ig}
+          y: {dtype: float, shape: [N]}
+        params:
+          ig: {default: -100}
+        formula: |
+          loss = -log_softmax(z, axis=C)[lab] + softplus(y - y) + y
+    """, "masked_fold")
+    c = case(spec, {"N": (4,), "C": (3,)}, seed=1)
+    c.inputs["lab"][1] = -100
+    _check(spec, "paddle", [c], tmp_path, dtypes=("float64", "float32"))
+
+
+def test_loss_without_the_class_axis_after_a_folded_gather(tmp_path):
+    """`x - x` removes the only gather, so the loss [N, *D] is not canonical in a layout that
+    has C between N and D: the test for a needed reshape built the shape code from no sizes
+    (an internal compiler error, E900)."""
+    pytest.importorskip("mindspore")
+    spec = spec_of("""
+        name: folded_gather
+        summary: s.
+        inputs:
+          z: {dtype: float, shape: [N, C, "*D"]}
+          y: {dtype: float, shape: [N, "*D"]}
+          lab: {dtype: int, shape: [N, "*D"], domain: "[0, C)"}
+        formula: |
+          x = z[lab]
+          loss = y + (x - x)
+    """, "folded_gather")
+    _check(spec, "mindspore", [case(spec, {"N": (3,), "C": (3,), "D": (2,)}, seed=2)], tmp_path)
+
