@@ -49,8 +49,7 @@ def _smooth_l1(x, y, b):
 
 def _huber(x, y, b):
     d = sp.Abs(x - y)
-    m = sp.Min(b, d)
-    return b * (d - m) + sp.Float(0.5) * m ** 2
+    return b * ir.Where(d > b, d - b, 0) + sp.Float(0.5) * sp.Min(b, d) ** 2
 
 
 def _bce(x, y):
@@ -67,7 +66,7 @@ def _kl_div(x, y):
 SHAPES = {
     # where(|x - y| < b, 0.5 |x - y|**2 / b, |x - y| - b / 2), b > 0 (specs/smooth_l1.yaml after the split at 0)
     "smooth_l1": Shape(("x", "y"), ("beta",), _smooth_l1),
-    # b (|x - y| - min(b, |x - y|)) + min(b, |x - y|)**2 / 2 (specs/huber.yaml after linear-tail)
+    # b where(|x - y| > b, |x - y| - b, 0) + min(b, |x - y|)**2 / 2 (specs/huber.yaml after linear-tail)
     "huber": Shape(("x", "y"), ("delta",), _huber),
     # specs/bce.yaml without weight: torch's clamped logs and its gradient (p - y) / max(p (1 - p), 1e-12)
     "bce": Shape(("x", "y"), (), _bce),

@@ -24,6 +24,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 """
 
 import paddle
+import paddle.nn.functional as F
 from paddle import nn
 
 __all__ = ["Huber", "HuberLoss", "huber"]
@@ -126,14 +127,18 @@ def huber(
         if weight is not None:
             weight = paddle.cast(weight, "float32")
     dtype = input.dtype
+    delta_value = delta
     delta = paddle.full([], delta, dtype=dtype)
     # specialised: the defaults substituted into the loss
     if weight is None:
-        d = paddle.abs(input - target)
-        t = d - delta
-        loss = 0.5 * paddle.square(paddle.clip(d, max=delta)) + delta * paddle.where(
-            d > delta, t, paddle.full_like(t, 0)
-        )
+        if dtype == paddle.float32:
+            loss = F.smooth_l1_loss(input, target, reduction="none", delta=delta_value)
+        else:
+            d = paddle.abs(input - target)
+            t = d - delta
+            loss = 0.5 * paddle.square(
+                paddle.clip(d, max=delta)
+            ) + delta * paddle.where(d > delta, t, paddle.full_like(t, 0))
         if reduction == "none":
             result = loss
         elif reduction == "sum":
@@ -141,11 +146,14 @@ def huber(
         else:
             result = loss.mean()
     else:
-        d = paddle.abs(input - target)
-        t = d - delta
-        t_1 = 0.5 * paddle.square(paddle.clip(d, max=delta)) + delta * paddle.where(
-            d > delta, t, paddle.full_like(t, 0)
-        )
+        if dtype == paddle.float32:
+            t_1 = F.smooth_l1_loss(input, target, reduction="none", delta=delta_value)
+        else:
+            d = paddle.abs(input - target)
+            t = d - delta
+            t_1 = 0.5 * paddle.square(paddle.clip(d, max=delta)) + delta * paddle.where(
+                d > delta, t, paddle.full_like(t, 0)
+            )
         loss = weight * t_1
         if reduction == "none":
             result = loss
