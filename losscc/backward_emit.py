@@ -4,7 +4,7 @@
 of a private function ``_<name>_grad(dout, <inputs>, reduction, <params>)`` that returns
 the gradient of the reduced loss with respect to every input (None for an input that is
 None) times the upstream gradient ``dout``, and the names the framework's wrapper passes
-(Paddle ``PyLayer``, MindSpore ``bprop``; templates/<backend>/module.py.j2).
+(the framework's custom-gradient mechanism; templates/<backend>/module.py.j2).
 
 Each path of the call (every optional input given, or all None) is one
 :class:`losscc.lower.Lowerer` over the derivatives, the per-element loss and denominators
@@ -22,8 +22,6 @@ from .backends import Backend
 from .lower import Locals, Lowerer, canonical_shape, import_names
 from .localnames import allocate
 
-# the element count of a tensor as a value of its dtype, per backend (the tables have none)
-_COUNT = {"paddle": "paddle.numel({x}).astype({like}.dtype)", "mindspore": "{x}.size"}
 
 
 @dataclass(frozen=True)
@@ -47,7 +45,7 @@ def custom_context(prep, backend: Backend, existing=()) -> Custom | None:
     """What the templates need for a custom backward, or None (autograd) where the spec or
     the plan does not give one; `existing`: helpers the module already defines."""
     spec = prep.prog.spec
-    if not backward.chosen(spec, backend.name) or backend.name not in _COUNT:
+    if not backward.chosen(spec, backend.name) or not backend.element_count:
         return None
     plan = backward.plan(prep)
     if isinstance(plan, str):
@@ -63,7 +61,7 @@ def fallback_reason(prep, backend: Backend) -> str | None:
     spec = prep.prog.spec
     if not backward.chosen(spec, backend.name):
         return None
-    if backend.name not in _COUNT:
+    if not backend.element_count:
         return f"no custom-gradient emission for {backend.name}"
     plan = backward.plan(prep)
     if isinstance(plan, str):
@@ -266,7 +264,7 @@ def _path(low: Lowerer, prog, spec, gr, absent: set, gvars: dict, dout: str,
                 den, general = dens[r], (general_dens or {}).get(r)
                 if den.is_number and general is not None and prog.typeof(general).axes:
                     # a per-element denominator that became a constant c: c times the count
-                    count = f"{_COUNT[b.name].format(x=ref, like=gvars[like or next(iter(out))])} * {float(den)!r}"
+                    count = f"{b.element_count.format(x=ref, like=gvars[like or next(iter(out))])} * {float(den)!r}"
                 elif prog.typeof(den).axes:
                     count = low.op("sum_all", x=full(den, "den"))
                 else:  # a scalar: the forward divides the sum by it
@@ -287,7 +285,7 @@ def _path(low: Lowerer, prog, spec, gr, absent: set, gvars: dict, dout: str,
                     else:
                         low.stmts.append(f"{gvars[n]} = {gvars[n]} * {scale}")
             else:
-                count = _COUNT[b.name].format(x=ref, like=gvars[like or next(iter(out))])
+                count = b.element_count.format(x=ref, like=gvars[like or next(iter(out))])
                 scale = low.materialize_code(f"{dout} / {count}")
                 low.stmts += [f"{gvars[n]} = {gvars[n]} * {scale}" for n in out]
             lines += ["    " + s for s in low.stmts]

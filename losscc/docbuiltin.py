@@ -1,9 +1,10 @@
 """The framework built-in's curve beside a page's reference curve.
 
-A spec whose ``dropin:`` names a Paddle function among the built-ins it replaces (and
-gives that function's positional order) gets a second series in its plot data: Paddle's
-own function, in float64, on the same swept inputs, with its gradient from
-``paddle.grad``.  It is computed when ``losscc docs`` writes the pages, Paddle can be
+A spec whose ``dropin:`` names a built-in function among those it replaces in a backend
+that draws built-in curves (``Backend.builtin_series``; the first such backend by name),
+and gives that function's positional order, gets a second series in its plot data: the
+built-in, in float64, on the same swept inputs, with its gradient from the framework's own
+autograd.  It is computed when ``losscc docs`` writes the pages, the framework can be
 imported and its function runs on the case in float64; otherwise (and always under
 ``--check``, which imports no framework) the series is taken from the committed data file,
 where its sweep is the same.  So the check compares the reference series exactly and
@@ -12,22 +13,24 @@ carries the built-in's over unchanged.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import inspect
 import math
 
-import numpy as np
-
 from . import dropin
+from .backends import Backend, all_backends
 from .spec import Spec
 
-BACKEND = "paddle"
+
+def drawing_backend() -> Backend | None:
+    """The backend whose built-ins are drawn on the pages, or None."""
+    return next((b for b in all_backends() if b.builtin_series is not None), None)
 
 
-def builtin_call(spec: Spec) -> str | None:
-    """The qualified name of the Paddle function the spec stands in for, or None."""
-    d = dropin.of(spec, BACKEND)
+def builtin_call(spec: Spec, backend: Backend | None = None) -> str | None:
+    """The qualified name of the built-in function the spec stands in for, or None."""
+    backend = backend or drawing_backend()
+    if backend is None:
+        return None
+    d = dropin.of(spec, backend.name)
     if not d.function:
         return None
     return next((r for r in d.replaces if r.rsplit(".", 1)[-1][:1].islower()), None)
@@ -50,47 +53,13 @@ def _num(v: float) -> float | None:
 
 
 def compute(spec: Spec, case, name: str, xs) -> dict | None:
-    """Paddle's series for the sweep of `name`'s first element over `xs`, or None where the
-    spec has no Paddle function or Paddle is not installed."""
-    call = builtin_call(spec)
-    if call is None or importlib.util.find_spec(BACKEND) is None:
+    """The built-in's series for the sweep of `name`'s first element over `xs`, or None where
+    the spec has no such function or its framework is not installed."""
+    backend = drawing_backend()
+    call = builtin_call(spec, backend)
+    if call is None or backend.missing():
         return None
-    import paddle
-
-    module, attr = call.rsplit(".", 1)
-    fn = getattr(importlib.import_module(module), attr)
-    arity = len(inspect.signature(fn).parameters)  # a drop-in may add reduction after the built-in's own
-    inputs = {i.name: i for i in spec.inputs}
-    base = np.asarray(case.inputs[name], dtype=np.float64)
-    loss, grad = [], []
-    for x in xs:
-        args, swept = [], None
-        for arg in dropin.of(spec, BACKEND).function:
-            if arg in inputs:
-                v = case.inputs.get(arg)
-                if v is None:
-                    args.append(None)
-                    continue
-                if arg == name:
-                    arr = base.copy()
-                    arr.reshape(-1)[0] = x
-                    swept = paddle.to_tensor(arr, dtype="float64", stop_gradient=False)
-                    args.append(swept)
-                else:
-                    dtype = "int64" if inputs[arg].dtype == "int" else "float64"
-                    args.append(paddle.to_tensor(np.asarray(v), dtype=dtype))
-            elif arg == "reduction":
-                args.append("sum")
-            elif arg == "name":
-                args.append(None)
-            else:
-                args.append(case.params.get(arg, spec.param(arg).default))
-        try:
-            out = fn(*args[:arity])
-        except (RuntimeError, ValueError):  # no float64 kernel or another shape (log_loss: [N, 1] only)
-            return None
-        out = out.sum() if out.ndim else out  # a built-in without a reduction argument
-        (g,) = paddle.grad(out, [swept])
-        loss.append(_num(out.item()))
-        grad.append(_num(g.numpy().reshape(-1)[0]))
-    return {"call": call, "loss": loss, "gradient": grad}
+    got = backend.builtin_series(spec, case, name, xs, call, dropin.of(spec, backend.name).function)
+    if got is None:
+        return None
+    return {"call": call, "loss": [_num(v) for v in got["loss"]], "gradient": [_num(v) for v in got["gradient"]]}

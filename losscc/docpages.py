@@ -233,10 +233,15 @@ def page(spec: Spec, data: dict | None, records: list, results: dict | None = No
         lines += [f"The loss summed over case `{data['case']}` and its gradient, as `{data['element']}` "
                   f"sweeps [{data['x'][0]}, {data['x'][-1]}] with everything else fixed; computed by the "
                   f"reference evaluator (data: [data/{spec.name}.json](data/{spec.name}.json))."
-                  + (f" Dashed: the built-in `{data['builtin']['call']}` (Paddle, float64, its gradient from "
-                     "`paddle.grad`) on the same inputs." if "builtin" in data else ""), "",
+                  + (f" Dashed: the built-in `{data['builtin']['call']}` ({_drawn_label()}, float64, its "
+                     "gradient from the framework's autograd) on the same inputs." if "builtin" in data else ""), "",
                   f"![{spec.name}: loss and gradient](img/{spec.name}.png)", ""]
     return "\n".join(lines)
+
+
+def _drawn_label() -> str:
+    b = docbuiltin.drawing_backend()
+    return b.label or b.name if b else "the framework"
 
 
 def index(specs: list[Spec]) -> str:

@@ -6,7 +6,7 @@ evaluator (:mod:`losscc.reference`, the unrewritten IR at high precision).  It i
 as JSON next to the page, and ``losscc docs --check`` compares that text, so the check
 needs neither matplotlib nor byte-stable images.  :func:`render_png` draws the PNG from the
 data (matplotlib, the ``docs`` extra) and is only called when the data changed or the
-image is missing.  Where the spec stands in for a Paddle function, the data also holds that
+image is missing.  Where the spec stands in for a framework's function, the data also holds that
 function's curve (:mod:`losscc.docbuiltin`), drawn dashed beside the reference.
 """
 

@@ -103,6 +103,14 @@ class Backend:
     # no gradient ({x}; empty: it cannot be, and no record may ask it)
     fused: tuple = ()
     no_grad: str = ""
+    # the symbolic backward (losscc.backward_emit): the element count of {x} as a value of
+    # {like}'s dtype; empty: no custom-gradient emission, the backend keeps autograd
+    element_count: str = ""
+    # reference pages (losscc.docbuiltin): the framework's name in prose, and the series of
+    # the built-in a spec's `dropin:` stands in for on a page's sweep (imports the framework
+    # when called; None: no built-in curve)
+    label: str = ""
+    builtin_series: Callable | None = None
 
     def __post_init__(self):
         # the spellings over the base table, checked against the operator interface

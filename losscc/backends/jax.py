@@ -124,6 +124,7 @@ class Runner:
 
 BACKEND = Backend(
     name="jax",
+    label="JAX",
     runner=Runner,
     extra="jax",  # apart from MindSpore and Paddle: pip install "losscc[jax]"
     imports=("import dataclasses", "import jax", "import jax.numpy as jnp"),

@@ -144,6 +144,8 @@ class Runner:
 BACKEND = Backend(
     attributes=_ATTRIBUTES,
     name="mindspore",
+    label="MindSpore",
+    element_count="{x}.size",
     runner=Runner,
     load_order=-1,  # before any other framework: Paddle's libdnnl loaded first breaks MindSpore's CPU kernels
     imports=("import mindspore as ms", "from mindspore import nn, ops"),

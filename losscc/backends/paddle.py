@@ -146,9 +146,61 @@ class Runner:
         return args, names
 
 
+def _builtin_series(spec, case, name: str, xs, call: str, order: tuple[str, ...]) -> dict | None:
+    """The reference pages' built-in curve (losscc.docbuiltin): Paddle's function `call`, in
+    float64, as the first element of input `name` sweeps `xs`, the other arguments from
+    `case` in the function's positional `order`, and its gradient from ``paddle.grad``.
+    None where the function has no float64 kernel or another shape (log_loss: [N, 1] only)."""
+    import importlib
+    import inspect
+
+    import numpy as np
+    import paddle
+
+    module, attr = call.rsplit(".", 1)
+    fn = getattr(importlib.import_module(module), attr)
+    arity = len(inspect.signature(fn).parameters)  # a drop-in may add reduction after the built-in's own
+    inputs = {i.name: i for i in spec.inputs}
+    base = np.asarray(case.inputs[name], dtype=np.float64)
+    loss, grad = [], []
+    for x in xs:
+        args, swept = [], None
+        for arg in order:
+            if arg in inputs:
+                v = case.inputs.get(arg)
+                if v is None:
+                    args.append(None)
+                elif arg == name:
+                    arr = base.copy()
+                    arr.reshape(-1)[0] = x
+                    swept = paddle.to_tensor(arr, dtype="float64", stop_gradient=False)
+                    args.append(swept)
+                else:
+                    dtype = "int64" if inputs[arg].dtype == "int" else "float64"
+                    args.append(paddle.to_tensor(np.asarray(v), dtype=dtype))
+            elif arg == "reduction":
+                args.append("sum")
+            elif arg == "name":
+                args.append(None)
+            else:
+                args.append(case.params.get(arg, spec.param(arg).default))
+        try:
+            out = fn(*args[:arity])
+        except (RuntimeError, ValueError):
+            return None
+        out = out.sum() if out.ndim else out  # a built-in without a reduction argument
+        (g,) = paddle.grad(out, [swept])
+        loss.append(float(out.item()))
+        grad.append(float(g.numpy().reshape(-1)[0]))
+    return {"loss": loss, "gradient": grad}
+
+
 BACKEND = Backend(
     attributes=_ATTRIBUTES,
     name="paddle",
+    label="Paddle",
+    builtin_series=_builtin_series,
+    element_count="paddle.numel({x}).astype({like}.dtype)",
     runner=Runner,
     quiet_warnings=(
         "Tensor do not have 'place' interface for pir graph mode",  # to_static, per traced op
