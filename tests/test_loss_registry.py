@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -85,7 +86,7 @@ def test_an_unknown_name_lists_close_matches(backend):
     package = importlib.import_module(f"generated.{backend}")
     with pytest.raises(ValueError, match=r"unknown loss 'focall'; did you mean 'focal'"):
         package.get_loss("focall")
-    with pytest.raises(ValueError, match=r"unknown loss 3 \(known: arcface, bce, "):
+    with pytest.raises(ValueError, match=re.escape("unknown loss 3 (known: " + ", ".join(SPEC_NAMES[:3]) + ", ")):
         package.get_loss(3)
     with pytest.raises(TypeError):  # a wrong hyperparameter is the class's own error
         package.get_loss("focal", gama=2.0)
