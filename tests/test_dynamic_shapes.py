@@ -176,11 +176,15 @@ def _batch_axis(spec) -> str:
 
 
 def _all_sizes(spec, batch: str, n: int) -> dict:
+    """The batch axis of size n (a group: n, 2), the others 3 (a group: 2) or their fixed size."""
+    fixed = spec.sizes
     sizes = {}
     for inp in spec.inputs:
         for a in inp.shape:
             name = a.lstrip("*")
-            if a.startswith("*"):
+            if name in fixed:
+                sizes[name] = (fixed[name],)
+            elif a.startswith("*"):
                 sizes[name] = (n, 2) if name == batch else (2,)
             else:
                 sizes[name] = (n,) if name == batch else (3,)
