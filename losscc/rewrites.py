@@ -13,6 +13,7 @@ import sympy as sp
 
 from . import bounded, ir
 from .passes import Bundle, Fired, Rule, context, run
+from .rewrites_sums import logsumexp_minus_member, one_minus_ratio
 
 __all__ = ["STABILITY", "STABLE", "RANGE_REWRITES", "Fired", "Rule", "optimize"]
 
@@ -337,6 +338,8 @@ STABILITY = (
     Rule("gather-through-exp", "gathering commutes with exp: exp(y)[i] = exp(y[i])", _gather_exp),
     Rule("log-exp", "log(exp(y)) = y", _log_exp),
     Rule("logsumexp", "log(sum(exp(x))) overflows; logsumexp subtracts the maximum", _log_sum_exp),
+    Rule("logsumexp-minus-member", "logsumexp(x) - x[k] loses an ulp of x[k] where x[k] dominates; "
+            "-log_softmax(x)[k] does not", logsumexp_minus_member),
     Rule("one-minus-sigmoid", "1 - sigmoid(x) = sigmoid(-x) without cancellation", _one_minus_sigmoid),
     Rule("one-minus-weighted-sigmoids", "1 - sum(a_i * sigmoid(u_i)) with sum(a_i) = 1 is "
             "sum(a_i * sigmoid(-u_i)): no cancellation where the sum is near 1", _one_minus_weighted_sigmoids),
@@ -352,6 +355,8 @@ STABILITY = (
             _log_cosh),
     Rule("log1p", "log(1 + x) loses x when |x| is small; log1p(x) does not", _log1p),
     Rule("expm1", "exp(x) - 1 cancels near 0; expm1(x) does not", _expm1),
+    Rule("one-minus-ratio", "1 - n / d cancels near n = d; (d - n) / d, its common terms cancelled "
+            "exactly, does not (taken where n / d > 1/2)", one_minus_ratio),
     Rule("one-minus-cosine", "1 - cos cancels near cos = 1; half the squared distance of the "
             "normalised vectors plus the eps terms, all >= 0, does not", _one_minus_cosine),
     Rule("linear-tail", "a polynomial continued by its tangent line past c (Huber) is A(min(d, c)) "

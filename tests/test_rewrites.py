@@ -201,6 +201,7 @@ def test_signed_rule_is_an_identity_on_each_sign(name, before):
 # select only picks the accurate one): every branch proved equal to the original
 BRANCHED_TRIGGERS = {
     "log-add-exp": [sp.log(sp.exp(x) + sp.exp(y)), sp.log(sp.exp(GENERIC) + sp.exp(-y))],
+    "one-minus-ratio": [1 - x / (x + y**2 + 1), 1 - 2 * x / (x**2 - x + 3)],
 }
 
 
@@ -315,6 +316,7 @@ TENSOR_TRIGGERS = {
     "gather-through-exp": ir.Gather(sp.exp(X), LABEL, AXIS),
     "logsumexp": sp.log(ir.ReduceSum(sp.exp(X), AXIS)),
     "log-exp": sp.log(sp.exp(ir.Gather(ir.LogSoftmax(X, AXIS), LABEL, AXIS))),
+    "logsumexp-minus-member": ir.LogSumExp(X, AXIS) - ir.Gather(X, LABEL, AXIS),
 }
 
 
@@ -571,6 +573,8 @@ NUMERIC_TRIGGERS = {
     "expm1": ["loss = exp(x) - 1", "loss = 1 - exp(x)", "loss = exp(t) - 1 + x",
               "loss = (1 - exp(-t)) * x"],
     "log-cosh": ["loss = log(cosh(x))", "loss = t * log(cosh(x - t))"],
+    "logsumexp-minus-member": ["loss = logsumexp(x, axis=C) - x[y]", "loss = log(sum(exp(x), axis=C)) - x[y] + t"],
+    "one-minus-ratio": ["loss = 1 - t / (t + x**2 + 1e-7)", "loss = x * (1 - (t + 1) / (t + exp(x) + 1))"],
     "linear-tail": ["loss = Piecewise((0.5 * abs(x - t)**2, abs(x - t) < 1), (abs(x - t) - 0.5, True))",
                     "loss = t * Piecewise((x**2 + x, x < 2), (5 * x - 4, True))"],
     "one-minus-cosine": [
@@ -603,7 +607,8 @@ def test_fired_records_are_pairs_of_equal_values():
                      " + log(1 + exp(t * x)) + log(exp(x) + exp(2 * t)) + log(t * exp(x))"
                      " + log(1 / (2 + x**2))"
                      " + (1 - t * sigmoid(x) - (1 - t) * sigmoid(-x)) * t"
-                     " + t * (1 - sum(x * t, axis=C) / sqrt((sum(x**2, axis=C) + 1) * sum(t**2, axis=C)))")
+                     " + t * (1 - sum(x * t, axis=C) / sqrt((sum(x**2, axis=C) + 1) * sum(t**2, axis=C)))"
+                     " + x * (1 - t / (t + x**2 + 1)) + t * (logsumexp(x, axis=C) - x[y])")
     prog = build_program(spec)
     fired = []
     optimize(prog.loss, fired=fired)
@@ -1022,3 +1027,57 @@ def test_generated_log_cosh_keeps_relative_accuracy_near_zero(backend):
         assert ops.log1p(tiny).asnumpy()[0] == 0.0  # the kernel's limit, not the formula's
         assert abs(ops.expm1(tiny).asnumpy()[1] / 1e-10 - 1) > 1e-9
     np.testing.assert_allclose(vals["none"], truth, rtol=1e-14, atol=0)
+
+
+def test_one_minus_ratio_needs_the_numerator_inside_the_denominator():
+    """Only a numerator made of the denominator's own terms cancels exactly: 1 - x / (y + 1)
+    and 1 + (x - y) / (x + 1) (a GIoU's enclosing term) keep their written form."""
+    rule = RULES["one-minus-ratio"]
+    assert rule.apply(1 - x / (y + 1), BARE) is None
+    assert rule.apply(1 + (x - y) / (x + 1), BARE) is None
+    assert rule.apply(2 - x / (x + 1), BARE) is None
+    after = rule.apply(1 - x / (x + y + 1), BARE)
+    assert isinstance(after, ir.Where) and after.args[1] == (y + 1) / (x + y + 1)
+
+
+def test_one_minus_ratio_fires_on_an_intersection_over_union():
+    """1 - IoU with the union written out (a1 + a2 - inter + eps): of two identical boxes the
+    written form is off by an ulp of 1, about 1e-9 of the result eps / (a + eps); the rewritten
+    (a1 + a2 - 2 inter + eps) / (a1 + a2 - inter + eps) is exact there in float64 (the GIoU
+    and DIoU conformance cases, edge_pairs, check that)."""
+    spec = make_spec("""
+b1: {dtype: float, shape: [N, K=2]}
+b2: {dtype: float, shape: [N, K]}
+""", """
+inter = min(b1[1], b2[1]) * min(b1[0], b2[0])
+loss = 1 - inter / (b1[0] * b1[1] + b2[0] * b2[1] - inter + 1e-7)
+""")
+    prog, prep = assert_same_values(spec, {"b1": np.array([[2.0, 3.0], [1.0, 2.0]]),
+                                           "b2": np.array([[2.0, 3.0], [0.5, 4.0]])})
+    assert "one-minus-ratio" in fired_rules(prep)
+    assert prep.loss.has(ir.Where)
+
+
+PAIRS = """
+a: {dtype: float, shape: [N, D]}
+b: {dtype: float, shape: [N, D]}
+"""
+PAIR_INPUTS = {"a": RNG.normal(size=(3, 2)) * 4, "b": RNG.normal(size=(3, 2)) * 4}
+
+
+def test_logsumexp_minus_member_takes_the_diagonal_of_a_renamed_axis():
+    """sum(where(index(N) == index(M), z, 0), M) is one entry of each row when M is N renamed
+    (InfoNCE's positive logit); the same where over two unrelated axes may select none or
+    several, and is left alone."""
+    diag = """
+logits = sum(a * rename(b, N=M), axis=D)
+loss = logsumexp(logits, axis=M) - sum(where(index(N) == index(M), logits, 0), axis=M)
+"""
+    _, prep = assert_same_values(make_spec(PAIRS, diag), PAIR_INPUTS)
+    assert "logsumexp-minus-member" in fired_rules(prep) and prep.loss.has(ir.LogSoftmax)
+    unrelated = """
+logits = a * sum(b, axis=N)
+loss = logsumexp(logits, axis=D) - sum(where(index(N) == index(D), logits, 0), axis=D)
+"""
+    _, prep = assert_same_values(make_spec(PAIRS, unrelated), PAIR_INPUTS)
+    assert "logsumexp-minus-member" not in fired_rules(prep)

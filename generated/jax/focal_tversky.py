@@ -25,16 +25,16 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
     total = sum(input*target, axis=P)
     total_1 = sum(target*(1 - input), axis=P)
+    t = alpha*total_1
     total_2 = sum(input*(1 - target), axis=P)
-    t = 1 - total/(1e-07 + alpha*total_1 + beta*total_2 + total)
-    frozen = stop_gradient(t)
-    t_1 = t > 0
-    loss = where(t_1, where(t_1, t, 1)**gamma, frozen**gamma)
+    t_1 = beta*total_2
+    t_2 = total/(1e-07 + t + t_1 + total)
+    loss = where(t_2 > 0.5, (1e-07 + t + t_1)/(1e-07 + t + t_1 + total), -(-1 +
+        t_2))**gamma
 """
 
 import dataclasses
 
-import jax
 import jax.numpy as jnp
 
 __all__ = ["FocalTversky", "focal_tversky"]
@@ -144,11 +144,14 @@ def focal_tversky(input, target, *, alpha=0.7, beta=0.3, gamma=0.75, reduction="
     N = input.shape[0]
     total = jnp.sum(input * target, axis=-1, keepdims=True)
     total_1 = jnp.sum(target * (1 - input), axis=-1, keepdims=True)
+    t = alpha * total_1
     total_2 = jnp.sum(input * (1 - target), axis=-1, keepdims=True)
-    t = 1 - total / (alpha * total_1 + beta * total_2 + total + 1e-07)
-    frozen = jax.lax.stop_gradient(t)
-    t_1 = t > 0
-    loss = jnp.where(t_1, jnp.where(t_1, t, 1) ** gamma, frozen**gamma)
+    t_1 = beta * total_2
+    t_2 = total / (t + t_1 + total + 1e-07)
+    loss = (
+        jnp.where(t_2 > 0.5, (t + t_1 + 1e-07) / (t + t_1 + total + 1e-07), -(t_2 - 1))
+        ** gamma
+    )
     if reduction == "none":
         result = jnp.reshape(loss, (N,))
     elif reduction == "sum":

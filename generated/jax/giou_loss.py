@@ -49,10 +49,14 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     inter = where((xk2 > xk1) & (yk2 > yk1), (-xk1 + xk2)*(-yk1 + yk2), 0)
     t = -x1 + x2
     t_1 = -y1 + y2
-    t_2 = -x1g + x2g
-    t_3 = -y1g + y2g
-    iou = inter/(eps - inter + t*t_1 + t_2*t_3)
-    loss = 1 + (enclosing - t*t_1 - t_2*t_3 + inter)/(eps + enclosing) - iou
+    t_2 = t*t_1
+    t_3 = -x1g + x2g
+    t_4 = -y1g + y2g
+    t_5 = t_3*t_4
+    iou = inter/(eps - inter + t_2 + t_5)
+    t_6 = where(iou > 0.5, (eps - 2*inter + t_2 + t_5)/(eps - inter + t_2 + t_5), -(-1 +
+        iou))
+    loss = (enclosing - t_2 - t_5 + inter)/(eps + enclosing) + t_6
 """
 
 import dataclasses
@@ -175,10 +179,15 @@ def giou_loss(boxes1, boxes2, *, eps=1e-07, reduction="mean"):
     )
     t = x2 - x1
     t_1 = y2 - y1
-    t_2 = x2g - x1g
-    t_3 = y2g - y1g
-    iou = inter / (t * t_1 + t_2 * t_3 - inter + eps)
-    loss = (enclosing + inter - t * t_1 - t_2 * t_3) / (eps + enclosing) - iou + 1
+    t_2 = t * t_1
+    t_3 = x2g - x1g
+    t_4 = y2g - y1g
+    t_5 = t_3 * t_4
+    iou = inter / (t_2 + t_5 - inter + eps)
+    t_6 = jnp.where(
+        iou > 0.5, (t_2 + t_5 - 2 * inter + eps) / (t_2 + t_5 - inter + eps), -(iou - 1)
+    )
+    loss = (enclosing + inter - t_2 - t_5) / (eps + enclosing) + t_6
     if reduction == "none":
         result = jnp.reshape(loss, B)
     elif reduction == "sum":

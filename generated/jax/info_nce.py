@@ -27,22 +27,21 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
+    position = index(M)
+    position_1 = index(N)
     total = sum(positive_key**2, axis=D)
     k = positive_key/sqrt(max(1e-24, total))
     renamed = rename(k, N=M)
     total_1 = sum(query**2, axis=D)
     total_2 = sum(query*renamed/sqrt(max(1e-24, total_1)), axis=D)
     logits = total_2/temperature
-    lse = logsumexp(logits, axis=M)
-    position = index(N)
-    position_1 = index(M)
-    total_3 = sum(where(position == position_1, logits, 0), axis=M)
-    loss = -total_3 + lse
+    log_probs = log_softmax(logits, axis=M)
+    total_3 = sum(where(position == position_1, log_probs, 0), axis=M)
+    loss = -total_3
 """
 
 import dataclasses
 
-import jax
 import jax.numpy as jnp
 
 __all__ = ["InfoNce", "info_nce"]
@@ -116,6 +115,23 @@ def _clip(x, lo=None, hi=None):
     return x
 
 
+def _log_softmax(x, axis):
+    """x - logsumexp(x) along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """
+    peak = jnp.max(x, axis=axis, keepdims=True)
+    top = x == peak
+    shifted = x - peak
+    below = jnp.where(top, 0, jnp.exp(shifted))
+    ties = jnp.sum(top, axis=axis, keepdims=True, dtype=shifted.dtype)
+    rest = jnp.sum(below, axis=axis, keepdims=True) + (ties - 1)
+    return shifted - jnp.log1p(rest)
+
+
 def info_nce(query, positive_key, *, temperature=0.1, reduction="mean"):
     """InfoNCE of queries and their positive keys, the other keys of the batch as
     negatives.
@@ -143,6 +159,8 @@ def info_nce(query, positive_key, *, temperature=0.1, reduction="mean"):
     D = query.shape[1]
     query = jnp.reshape(query, (N, 1, D))
     positive_key = jnp.reshape(positive_key, (N, 1, D))
+    position = jnp.reshape(jnp.arange(M, dtype=dtype), (M, 1))
+    position_1 = jnp.reshape(jnp.arange(N, dtype=dtype), (N, 1, 1))
     total = jnp.sum(positive_key**2, axis=-1, keepdims=True)
     k = positive_key / jnp.sqrt(_clip(total, lo=1e-24))
     renamed = jnp.reshape(k, (M, D))
@@ -151,13 +169,11 @@ def info_nce(query, positive_key, *, temperature=0.1, reduction="mean"):
         query * renamed / jnp.sqrt(_clip(total_1, lo=1e-24)), axis=-1, keepdims=True
     )
     logits = total_2 / temperature
-    lse = jax.nn.logsumexp(logits, axis=-2, keepdims=True)
-    position = jnp.reshape(jnp.arange(N, dtype=dtype), (N, 1, 1))
-    position_1 = jnp.reshape(jnp.arange(M, dtype=dtype), (M, 1))
+    log_probs = _log_softmax(logits, -2)
     total_3 = jnp.sum(
-        jnp.where(position == position_1, logits, 0), axis=-2, keepdims=True
+        jnp.where(position == position_1, log_probs, 0), axis=-2, keepdims=True
     )
-    loss = lse - total_3
+    loss = -total_3
     if reduction == "none":
         result = jnp.reshape(loss, (N,))
     elif reduction == "sum":

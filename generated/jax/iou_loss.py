@@ -43,7 +43,11 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     y1g = boxes2[1]
     yk1 = max(y1, y1g)
     inter = where((xk2 > xk1) & (yk2 > yk1), (-xk1 + xk2)*(-yk1 + yk2), 0)
-    loss = 1 - inter/(eps - inter + (-x1 + x2)*(-y1 + y2) + (-x1g + x2g)*(-y1g + y2g))
+    t = (-x1 + x2)*(-y1 + y2)
+    t_1 = (-x1g + x2g)*(-y1g + y2g)
+    t_2 = inter/(eps - inter + t + t_1)
+    loss = where(t_2 > 0.5, (eps - 2*inter + t + t_1)/(eps - inter + t + t_1), -(-1 +
+        t_2))
 """
 
 import dataclasses
@@ -161,7 +165,12 @@ def iou_loss(boxes1, boxes2, *, eps=1e-07, reduction="mean"):
     inter = jnp.where(
         jnp.logical_and(xk2 > xk1, yk2 > yk1), (xk2 - xk1) * (yk2 - yk1), 0
     )
-    loss = 1 - inter / ((x2 - x1) * (y2 - y1) + (x2g - x1g) * (y2g - y1g) - inter + eps)
+    t = (x2 - x1) * (y2 - y1)
+    t_1 = (x2g - x1g) * (y2g - y1g)
+    t_2 = inter / (t + t_1 - inter + eps)
+    loss = jnp.where(
+        t_2 > 0.5, (t + t_1 - 2 * inter + eps) / (t + t_1 - inter + eps), -(t_2 - 1)
+    )
     if reduction == "none":
         result = jnp.reshape(loss, B)
     elif reduction == "sum":

@@ -26,9 +26,12 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     inter = sum(targets*p, axis=P)
     total = sum(p, axis=P)
     fp = -inter + total
+    t = alpha*fp
     total_1 = sum(targets, axis=P)
     fn = -inter + total_1
-    dice = 1 - (smooth + inter)/(smooth + alpha*fp + beta*fn + inter)
+    t_1 = beta*fn
+    t_2 = (smooth + inter)/(smooth + t + t_1 + inter)
+    dice = where(t_2 > 0.5, (t + t_1)/(smooth + t + t_1 + inter), -(-1 + t_2))
     loss = mean(dice, axis=C)
 """
 
@@ -163,9 +166,12 @@ def softmax_dice(logits, targets, *, smooth=1.0, alpha=0.5, beta=0.5, reduction=
     inter = jnp.sum(targets * p, axis=-2, keepdims=True)
     total = jnp.sum(p, axis=-2, keepdims=True)
     fp = total - inter
+    t = alpha * fp
     total_1 = jnp.sum(targets, axis=-2, keepdims=True)
     fn = total_1 - inter
-    dice = 1 - (smooth + inter) / (alpha * fp + beta * fn + inter + smooth)
+    t_1 = beta * fn
+    t_2 = (smooth + inter) / (t + t_1 + inter + smooth)
+    dice = jnp.where(t_2 > 0.5, (t + t_1) / (t + t_1 + inter + smooth), -(t_2 - 1))
     loss = jnp.mean(dice, axis=-1, keepdims=True)
     if reduction == "none":
         result = jnp.reshape(loss, (N,))

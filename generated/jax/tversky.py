@@ -23,8 +23,11 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
     tp = sum(input*target, axis=P)
     fn = sum(target*(1 - input), axis=P)
+    t = alpha*fn
     fp = sum(input*(1 - target), axis=P)
-    loss = 1 - tp/(1e-07 + alpha*fn + beta*fp + tp)
+    t_1 = beta*fp
+    t_2 = tp/(1e-07 + t + t_1 + tp)
+    loss = where(t_2 > 0.5, (1e-07 + t + t_1)/(1e-07 + t + t_1 + tp), -(-1 + t_2))
 """
 
 import dataclasses
@@ -126,8 +129,11 @@ def tversky(input, target, *, alpha=0.5, beta=0.5, reduction="mean"):
     N = input.shape[0]
     tp = jnp.sum(input * target, axis=-1, keepdims=True)
     fn = jnp.sum(target * (1 - input), axis=-1, keepdims=True)
+    t = alpha * fn
     fp = jnp.sum(input * (1 - target), axis=-1, keepdims=True)
-    loss = 1 - tp / (alpha * fn + beta * fp + tp + 1e-07)
+    t_1 = beta * fp
+    t_2 = tp / (t + t_1 + tp + 1e-07)
+    loss = jnp.where(t_2 > 0.5, (t + t_1 + 1e-07) / (t + t_1 + tp + 1e-07), -(t_2 - 1))
     if reduction == "none":
         result = jnp.reshape(loss, (N,))
     elif reduction == "sum":

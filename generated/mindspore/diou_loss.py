@@ -50,8 +50,12 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     yk2 = min(y2, y2g)
     yk1 = max(y1, y1g)
     inter = where((xk2 > xk1) & (yk2 > yk1), (-xk1 + xk2)*(-yk1 + yk2), 0)
-    iou = inter/(eps - inter + (-x1 + x2)*(-y1 + y2) + (-x1g + x2g)*(-y1g + y2g))
-    loss = 1 + centres/t - iou
+    t_1 = (-x1 + x2)*(-y1 + y2)
+    t_2 = (-x1g + x2g)*(-y1g + y2g)
+    iou = inter/(eps - inter + t_1 + t_2)
+    t_3 = where(iou > 0.5, (eps - 2*inter + t_1 + t_2)/(eps - inter + t_1 + t_2), -(-1 +
+        iou))
+    loss = centres/t + t_3
 """
 
 import mindspore as ms
@@ -178,8 +182,13 @@ def diou_loss(boxes1, boxes2, *, eps=1e-07, reduction="mean"):
     inter = ops.where(
         ops.logical_and(xk2 > xk1, yk2 > yk1), (xk2 - xk1) * (yk2 - yk1), 0
     )
-    iou = inter / ((x2 - x1) * (y2 - y1) + (x2g - x1g) * (y2g - y1g) - inter + eps)
-    loss = centres / t - iou + 1
+    t_1 = (x2 - x1) * (y2 - y1)
+    t_2 = (x2g - x1g) * (y2g - y1g)
+    iou = inter / (t_1 + t_2 - inter + eps)
+    t_3 = ops.where(
+        iou > 0.5, (t_1 + t_2 - 2 * inter + eps) / (t_1 + t_2 - inter + eps), -(iou - 1)
+    )
+    loss = centres / t + t_3
     if reduction == "none":
         result = ops.reshape(loss, B)
     elif reduction == "sum":

@@ -25,11 +25,12 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
     total = sum(input*target, axis=P)
     total_1 = sum(target*(1 - input), axis=P)
+    t = alpha*total_1
     total_2 = sum(input*(1 - target), axis=P)
-    t = 1 - total/(1e-07 + alpha*total_1 + beta*total_2 + total)
-    frozen = stop_gradient(t)
-    t_1 = t > 0
-    loss = where(t_1, where(t_1, t, 1)**gamma, frozen**gamma)
+    t_1 = beta*total_2
+    t_2 = total/(1e-07 + t + t_1 + total)
+    t_3 = where(t_2 > 0.5, (1e-07 + t + t_1)/(1e-07 + t + t_1 + total), -(-1 + t_2))
+    loss = t_3**gamma
 """
 
 import mindspore as ms
@@ -146,11 +147,17 @@ def focal_tversky(input, target, *, alpha=0.7, beta=0.3, gamma=0.75, reduction="
     gamma = ms.Tensor(gamma, dtype)
     total = ops.sum(input * target, -1, keepdim=True)
     total_1 = ops.sum(target * (1 - input), -1, keepdim=True)
+    t = alpha * total_1
     total_2 = ops.sum(input * (1 - target), -1, keepdim=True)
-    t = 1 - total / (alpha * total_1 + beta * total_2 + total + ms.Tensor(1e-07, dtype))
-    frozen = ops.stop_gradient(t)
-    t_1 = t > 0
-    loss = ops.where(t_1, ops.where(t_1, t, 1) ** gamma, frozen**gamma)
+    t_1 = beta * total_2
+    t_2 = total / (t + t_1 + total + ms.Tensor(1e-07, dtype))
+    t_3 = ops.where(
+        t_2 > 0.5,
+        (t + t_1 + ms.Tensor(1e-07, dtype))
+        / (t + t_1 + total + ms.Tensor(1e-07, dtype)),
+        -(t_2 - 1),
+    )
+    loss = t_3**gamma
     if reduction == "none":
         result = ops.reshape(loss, (N,))
     elif reduction == "sum":

@@ -27,17 +27,17 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
+    position = index(M)
+    position_1 = index(N)
     total = sum(positive_key**2, axis=D)
     k = positive_key/sqrt(max(1e-24, total))
     renamed = rename(k, N=M)
     total_1 = sum(query**2, axis=D)
     total_2 = sum(query*renamed/sqrt(max(1e-24, total_1)), axis=D)
     logits = total_2/temperature
-    lse = logsumexp(logits, axis=M)
-    position = index(N)
-    position_1 = index(M)
-    total_3 = sum(where(position == position_1, logits, 0), axis=M)
-    loss = -total_3 + lse
+    log_probs = log_softmax(logits, axis=M)
+    total_3 = sum(where(position == position_1, log_probs, 0), axis=M)
+    loss = -total_3
 """
 
 import mindspore as ms
@@ -102,6 +102,38 @@ def _check_inputs(query, positive_key):
         )
 
 
+def _log1p(x):
+    """log(1 + x), accurate near 0: Goldberg's log(1 + x) * x / ((1 + x) - 1), and x where
+    1 + x rounds to 1 (the CPU kernel computes log(1 + x)); in float64, since the float32
+    log is not accurate enough near 1 for the quotient."""
+    y = ops.cast(x, ms.float64)
+    u = 1 + y
+    z = u - 1
+    keep = ops.logical_or(z == 0, ops.isinf(y))
+    out = ops.where(keep, y, ops.log(u) * (y / ops.where(keep, ops.ones_like(z), z)))
+    return ops.cast(out, x.dtype)
+
+
+def _log_softmax(x, axis):
+    """x - logsumexp(x) along the axis, accurate also near 0.
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
+    In float64 also for float32 input: the float32 exp kernel is off by about eps * |x|
+    (2e-5 at |x| = 80) and log by 1.6e-6 absolute.
+    """
+    y = ops.cast(x, ms.float64)
+    peak = ops.amax(y, axis, keepdims=True)
+    top = y == peak
+    shifted = y - peak
+    below = ops.where(top, ops.zeros_like(y), ops.exp(shifted))
+    ties = ops.sum(ops.cast(top, y.dtype), axis, keepdim=True)
+    rest = ops.sum(below, axis, keepdim=True) + (ties - 1)
+    return ops.cast(shifted - _log1p(rest), x.dtype)
+
+
 def info_nce(query, positive_key, *, temperature=0.1, reduction="mean"):
     """InfoNCE of queries and their positive keys, the other keys of the batch as
     negatives.
@@ -130,6 +162,8 @@ def info_nce(query, positive_key, *, temperature=0.1, reduction="mean"):
     temperature = ms.Tensor(temperature, dtype)
     query = ops.reshape(query, (N, 1, D))
     positive_key = ops.reshape(positive_key, (N, 1, D))
+    position = ops.reshape(ops.arange(M, dtype=dtype), (M, 1))
+    position_1 = ops.reshape(ops.arange(N, dtype=dtype), (N, 1, 1))
     total = ops.sum(positive_key**2, -1, keepdim=True)
     k = positive_key / ops.sqrt(ops.clamp(total, min=ms.Tensor(1e-24, dtype)))
     renamed = ops.reshape(k, (M, D))
@@ -140,11 +174,9 @@ def info_nce(query, positive_key, *, temperature=0.1, reduction="mean"):
         keepdim=True,
     )
     logits = total_2 / temperature
-    lse = ops.logsumexp(logits, -2, keepdim=True)
-    position = ops.reshape(ops.arange(N, dtype=dtype), (N, 1, 1))
-    position_1 = ops.reshape(ops.arange(M, dtype=dtype), (M, 1))
-    total_3 = ops.sum(ops.where(position == position_1, logits, 0), -2, keepdim=True)
-    loss = lse - total_3
+    log_probs = _log_softmax(logits, -2)
+    total_3 = ops.sum(ops.where(position == position_1, log_probs, 0), -2, keepdim=True)
+    loss = -total_3
     if reduction == "none":
         result = ops.reshape(loss, (N,))
     elif reduction == "sum":

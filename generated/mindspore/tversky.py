@@ -23,8 +23,11 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
     tp = sum(input*target, axis=P)
     fn = sum(target*(1 - input), axis=P)
+    t = alpha*fn
     fp = sum(input*(1 - target), axis=P)
-    loss = 1 - tp/(1e-07 + alpha*fn + beta*fp + tp)
+    t_1 = beta*fp
+    t_2 = tp/(1e-07 + t + t_1 + tp)
+    loss = where(t_2 > 0.5, (1e-07 + t + t_1)/(1e-07 + t + t_1 + tp), -(-1 + t_2))
 """
 
 import mindspore as ms
@@ -128,8 +131,15 @@ def tversky(input, target, *, alpha=0.5, beta=0.5, reduction="mean"):
     beta = ms.Tensor(beta, dtype)
     tp = ops.sum(input * target, -1, keepdim=True)
     fn = ops.sum(target * (1 - input), -1, keepdim=True)
+    t = alpha * fn
     fp = ops.sum(input * (1 - target), -1, keepdim=True)
-    loss = 1 - tp / (alpha * fn + beta * fp + tp + ms.Tensor(1e-07, dtype))
+    t_1 = beta * fp
+    t_2 = tp / (t + t_1 + tp + ms.Tensor(1e-07, dtype))
+    loss = ops.where(
+        t_2 > 0.5,
+        (t + t_1 + ms.Tensor(1e-07, dtype)) / (t + t_1 + tp + ms.Tensor(1e-07, dtype)),
+        -(t_2 - 1),
+    )
     if reduction == "none":
         result = ops.reshape(loss, (N,))
     elif reduction == "sum":

@@ -25,11 +25,12 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
     total = sum(input*target, axis=P)
     total_1 = sum(target*(1 - input), axis=P)
+    t = alpha*total_1
     total_2 = sum(input*(1 - target), axis=P)
-    t = 1 - total/(1e-07 + alpha*total_1 + beta*total_2 + total)
-    frozen = stop_gradient(t)
-    t_1 = t > 0
-    loss = where(t_1, where(t_1, t, 1)**gamma, frozen**gamma)
+    t_1 = beta*total_2
+    t_2 = total/(1e-07 + t + t_1 + total)
+    t_3 = (1e-07 + t + t_1)/(1e-07 + t + t_1 + total)
+    loss = where(t_2 > 0.5, t_3, -(-1 + t_2))**gamma
 """
 
 import paddle
@@ -159,15 +160,14 @@ def focal_tversky(input, target, *, alpha=0.7, beta=0.3, gamma=0.75, reduction="
     gamma = paddle.full([], gamma, dtype=dtype)
     total = paddle.sum(input * target, axis=-1, keepdim=True)
     total_1 = paddle.sum(target * (1 - input), axis=-1, keepdim=True)
+    t = alpha * total_1
     total_2 = paddle.sum(input * (1 - target), axis=-1, keepdim=True)
-    t = 1 - total / (
-        alpha * total_1 + beta * total_2 + total + paddle.full([], 1e-07, dtype=dtype)
+    t_1 = beta * total_2
+    t_2 = total / (t + t_1 + total + paddle.full([], 1e-07, dtype=dtype))
+    t_3 = (t + t_1 + paddle.full([], 1e-07, dtype=dtype)) / (
+        t + t_1 + total + paddle.full([], 1e-07, dtype=dtype)
     )
-    frozen = paddle.assign(t).detach()
-    t_1 = t > 0
-    loss = paddle.where(
-        t_1, paddle.where(t_1, t, paddle.full_like(t, 1)) ** gamma, frozen**gamma
-    )
+    loss = paddle.where(t_2 > 0.5, t_3, -(t_2 - 1)) ** gamma
     if reduction == "none":
         result = paddle.reshape(loss, (N,))
     elif reduction == "sum":

@@ -49,10 +49,14 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     inter = where((xk2 > xk1) & (yk2 > yk1), (-xk1 + xk2)*(-yk1 + yk2), 0)
     t_1 = -x1 + x2
     t_2 = -y1 + y2
-    t_3 = -x1g + x2g
-    t_4 = -y1g + y2g
-    iou = inter/(eps - inter + t_1*t_2 + t_3*t_4)
-    loss = 1 + (enclosing - t_1*t_2 - t_3*t_4 + inter)/(eps + enclosing) - iou
+    t_3 = t_1*t_2
+    t_4 = -x1g + x2g
+    t_5 = -y1g + y2g
+    t_6 = t_4*t_5
+    iou = inter/(eps - inter + t_3 + t_6)
+    t_7 = where(iou > 0.5, (eps - 2*inter + t_3 + t_6)/(eps - inter + t_3 + t_6), -(-1 +
+        iou))
+    loss = (enclosing - t_3 - t_6 + inter)/(eps + enclosing) + t_7
 """
 
 import paddle
@@ -190,10 +194,15 @@ def giou_loss(boxes1, boxes2, *, eps=1e-07, reduction="mean"):
     )
     t_1 = x2 - x1
     t_2 = y2 - y1
-    t_3 = x2g - x1g
-    t_4 = y2g - y1g
-    iou = inter / (t_1 * t_2 + t_3 * t_4 - inter + eps)
-    loss = (enclosing + inter - t_1 * t_2 - t_3 * t_4) / (eps + enclosing) - iou + 1
+    t_3 = t_1 * t_2
+    t_4 = x2g - x1g
+    t_5 = y2g - y1g
+    t_6 = t_4 * t_5
+    iou = inter / (t_3 + t_6 - inter + eps)
+    t_7 = paddle.where(
+        iou > 0.5, (t_3 + t_6 - 2 * inter + eps) / (t_3 + t_6 - inter + eps), -(iou - 1)
+    )
+    loss = (enclosing + inter - t_3 - t_6) / (eps + enclosing) + t_7
     if reduction == "none":
         result = paddle.reshape(loss, B)
     elif reduction == "sum":

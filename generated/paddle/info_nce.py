@@ -27,6 +27,8 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
+    position = index(M)
+    position_1 = index(N)
     total = sum(positive_key**2, axis=D)
     k = positive_key/sqrt(max(1e-24, total))
     renamed = rename(k, N=M)
@@ -34,11 +36,9 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     t = query*renamed/sqrt(max(1e-24, total_1))
     total_2 = sum(t, axis=D)
     logits = total_2/temperature
-    lse = logsumexp(logits, axis=M)
-    position = index(N)
-    position_1 = index(M)
-    total_3 = sum(where(position == position_1, logits, 0), axis=M)
-    loss = -total_3 + lse
+    log_probs = log_softmax(logits, axis=M)
+    total_3 = sum(where(position == position_1, log_probs, 0), axis=M)
+    loss = -total_3
 """
 
 import paddle
@@ -103,14 +103,21 @@ def _check_inputs(query, positive_key):
         )
 
 
-def _logsumexp(x, axis):
-    """log(sum(exp(x), axis)), keeping the axis; exact for logits of any size.
+def _log_softmax(x, axis):
+    """x - logsumexp(x) along the axis, accurate also near 0.
 
-    The maximum is shifted out; its gradient is dropped because the result does not depend
-    on it (the gradient of x is softmax(x) either way).
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
+    among tied maxima, cancels, so each entry gets its softmax gradient.
     """
-    peak = paddle.amax(x, axis=axis, keepdim=True).detach()
-    return peak + paddle.log(paddle.sum(paddle.exp(x - peak), axis=axis, keepdim=True))
+    peak = paddle.amax(x, axis=axis, keepdim=True)
+    top = x >= peak  # x == peak: the CPU equal kernel's scalar path has a tolerance
+    shifted = x - peak
+    below = paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted))
+    ties = paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True)
+    rest = paddle.sum(below, axis=axis, keepdim=True) + (ties - 1)
+    return shifted - paddle.log1p(rest)
 
 
 def _shape(x):
@@ -154,6 +161,8 @@ def info_nce(query, positive_key, *, temperature=0.1, reduction="mean"):
     temperature = paddle.full([], temperature, dtype=dtype)
     query = paddle.reshape(query, (N, 1, D))
     positive_key = paddle.reshape(positive_key, (N, 1, D))
+    position = paddle.reshape(paddle.arange(M, dtype=dtype), (M, 1))
+    position_1 = paddle.reshape(paddle.arange(N, dtype=dtype), (N, 1, 1))
     total = paddle.sum(paddle.square(positive_key), axis=-1, keepdim=True)
     k = positive_key / paddle.sqrt(
         paddle.clip(total, min=paddle.full([], 1e-24, dtype=dtype))
@@ -167,15 +176,13 @@ def info_nce(query, positive_key, *, temperature=0.1, reduction="mean"):
     )
     total_2 = paddle.sum(t, axis=-1, keepdim=True)
     logits = total_2 / temperature
-    lse = _logsumexp(logits, -2)
-    position = paddle.reshape(paddle.arange(N, dtype=dtype), (N, 1, 1))
-    position_1 = paddle.reshape(paddle.arange(M, dtype=dtype), (M, 1))
+    log_probs = _log_softmax(logits, -2)
     total_3 = paddle.sum(
-        paddle.where(position == position_1, logits, paddle.full_like(logits, 0)),
+        paddle.where(position == position_1, log_probs, paddle.full_like(log_probs, 0)),
         axis=-2,
         keepdim=True,
     )
-    loss = lse - total_3
+    loss = -total_3
     if reduction == "none":
         result = paddle.reshape(loss, (N,))
     elif reduction == "sum":

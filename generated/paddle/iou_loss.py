@@ -43,7 +43,11 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     y1g = boxes2[1]
     yk1 = max(y1, y1g)
     inter = where((xk2 > xk1) & (yk2 > yk1), (-xk1 + xk2)*(-yk1 + yk2), 0)
-    loss = 1 - inter/(eps - inter + (-x1 + x2)*(-y1 + y2) + (-x1g + x2g)*(-y1g + y2g))
+    t_1 = (-x1 + x2)*(-y1 + y2)
+    t_2 = (-x1g + x2g)*(-y1g + y2g)
+    t_3 = inter/(eps - inter + t_1 + t_2)
+    loss = where(t_3 > 0.5, (eps - 2*inter + t_1 + t_2)/(eps - inter + t_1 + t_2), -(-1
+        + t_3))
 """
 
 import paddle
@@ -176,7 +180,12 @@ def iou_loss(boxes1, boxes2, *, eps=1e-07, reduction="mean"):
     inter = paddle.where(
         paddle.logical_and(xk2 > xk1, yk2 > yk1), t, paddle.full_like(t, 0)
     )
-    loss = 1 - inter / ((x2 - x1) * (y2 - y1) + (x2g - x1g) * (y2g - y1g) - inter + eps)
+    t_1 = (x2 - x1) * (y2 - y1)
+    t_2 = (x2g - x1g) * (y2g - y1g)
+    t_3 = inter / (t_1 + t_2 - inter + eps)
+    loss = paddle.where(
+        t_3 > 0.5, (t_1 + t_2 - 2 * inter + eps) / (t_1 + t_2 - inter + eps), -(t_3 - 1)
+    )
     if reduction == "none":
         result = paddle.reshape(loss, B)
     elif reduction == "sum":

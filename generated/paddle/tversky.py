@@ -23,8 +23,12 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
     tp = sum(input*target, axis=P)
     fn = sum(target*(1 - input), axis=P)
+    t = alpha*fn
     fp = sum(input*(1 - target), axis=P)
-    loss = 1 - tp/(1e-07 + alpha*fn + beta*fp + tp)
+    t_1 = beta*fp
+    t_2 = tp/(1e-07 + t + t_1 + tp)
+    t_3 = (1e-07 + t + t_1)/(1e-07 + t + t_1 + tp)
+    loss = where(t_2 > 0.5, t_3, -(-1 + t_2))
 """
 
 import paddle
@@ -141,8 +145,14 @@ def tversky(input, target, *, alpha=0.5, beta=0.5, reduction="mean"):
     beta = paddle.full([], beta, dtype=dtype)
     tp = paddle.sum(input * target, axis=-1, keepdim=True)
     fn = paddle.sum(target * (1 - input), axis=-1, keepdim=True)
+    t = alpha * fn
     fp = paddle.sum(input * (1 - target), axis=-1, keepdim=True)
-    loss = 1 - tp / (alpha * fn + beta * fp + tp + paddle.full([], 1e-07, dtype=dtype))
+    t_1 = beta * fp
+    t_2 = tp / (t + t_1 + tp + paddle.full([], 1e-07, dtype=dtype))
+    t_3 = (t + t_1 + paddle.full([], 1e-07, dtype=dtype)) / (
+        t + t_1 + tp + paddle.full([], 1e-07, dtype=dtype)
+    )
+    loss = paddle.where(t_2 > 0.5, t_3, -(t_2 - 1))
     if reduction == "none":
         result = paddle.reshape(loss, (N,))
     elif reduction == "sum":
