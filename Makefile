@@ -22,8 +22,12 @@ check: setup
 verify: generate
 	$(BIN)/losscc verify
 
+# two worker processes: CI has two cores, and most of a test's time is one core's work
+# (graph compilation, the reference evaluator); TEST_WORKERS=0 runs in this process
+TEST_WORKERS ?= 2
+
 test: setup
-	$(BIN)/python -m pytest -q --durations=20
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --durations=20
 
 clean:
 	rm -rf $(VENV) .pytest_cache
