@@ -3,7 +3,7 @@
 This is the main job (`make verify` runs the whole matrix: every backend, both modes, three
 random cases). Here every spec runs eagerly in the cheapest backend, and once more in one
 (backend, mode) pair taken in turn, so that each pair (compiled modes included) verifies
-every k-th spec; with the spec's own cases, every claimed conformance case and one random case.
+every k-th spec; with the spec's own cases, every claimed conformance case and one random case; the pair runs in one dtype, float64 and float32 in turn.
 """
 
 from pathlib import Path
@@ -22,26 +22,29 @@ DTYPES = ("float64", "float32")
 
 
 def _plan():
-    """(spec, backend, mode) triples: each spec eagerly in BASE, and in one pair in turn."""
+    """(spec, backend, mode, dtypes): each spec eagerly in BASE in both dtypes, and in one
+    pair in turn in one dtype in turn."""
     out = []
     for k, spec in enumerate(SPECS):
         backend, mode = PAIRS[k % len(PAIRS)]
-        out.append((spec, backend, mode))
         if (backend, mode) != (BASE, "eager"):
-            out.append((spec, BASE, "eager"))
+            out.append((spec, backend, mode, (DTYPES[(k // len(PAIRS)) % len(DTYPES)],)))
+        out.append((spec, BASE, "eager", DTYPES))
     return out
 
 
 @pytest.mark.skipif(not AVAILABLE, reason="no backend's framework is installed")
-@pytest.mark.parametrize("spec,backend,mode", _plan(), ids=lambda v: getattr(v, "name", v))
-def test_verify(spec, backend, mode):
-    rows = verify.run([spec], (backend,), dtypes=DTYPES, modes=(mode,), n_random=1, root=ROOT)
-    assert {(r.backend, r.dtype, r.mode) for r in rows} == {(backend, d, mode) for d in DTYPES}
+@pytest.mark.parametrize("spec,backend,mode,dtypes", _plan(), ids=lambda v: getattr(v, "name", "-".join(v) if isinstance(v, tuple) else v))
+def test_verify(spec, backend, mode, dtypes):
+    rows = verify.run([spec], (backend,), dtypes=dtypes, modes=(mode,), n_random=1, root=ROOT)
+    assert {(r.backend, r.dtype, r.mode) for r in rows} == {(backend, d, mode) for d in dtypes}
     for row in rows:
         assert row.cases > 0
         assert row.ok, f"{row.backend}/{row.dtype}/{row.mode}: {row.failures}"
 
 
 def test_every_pair_verifies_some_spec():
-    pairs = {(b, m) for _, b, m in _plan()}
-    assert pairs == set(PAIRS) or len(SPECS) < len(PAIRS)
+    plan = _plan()
+    assert {(b, m) for _, b, m, _ in plan} == set(PAIRS) or len(SPECS) < len(PAIRS)
+    assert {(b, m, d) for _, b, m, ds in plan for d in ds} == {(b, m, d) for b, m in PAIRS for d in DTYPES} \
+        or len(SPECS) < 2 * len(PAIRS)
