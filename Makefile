@@ -27,7 +27,7 @@ verify: generate
 TEST_WORKERS ?= 2
 
 test: setup
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=20
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=20
 
 clean:
 	rm -rf $(VENV) .pytest_cache

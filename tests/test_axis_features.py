@@ -18,9 +18,6 @@ from losscc.parse import build_program
 from losscc.reference import reference
 from losscc.spec import spec_from_text
 
-# its module fixture is costly: all its tests run in one worker (make test: --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("axis_features")
-
 
 def make_spec(inputs: str, formula: str, extra: str = "", name: str = "t"):
     text = f"name: {name}\nsummary: a test spec\ninputs:\n"

@@ -19,9 +19,6 @@ from losscc.pipeline import prepare
 from losscc.spec import load_spec, spec_from_text
 from tests.backend_util import AVAILABLE
 
-# its module fixture is costly: all its tests run in one worker (make test: --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("backward")
-
 x, y, c = sp.symbols("x y c")
 
 

@@ -31,9 +31,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-# its module fixture is costly: all its tests run in one worker (make test: --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("bad_specs")
-
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 CORPUS = HERE / "bad_specs"

@@ -27,9 +27,6 @@ from losscc.project import find_project
 from losscc.render import HEADER_MARK, VERSION_PREFIX
 from tests.cli_util import run
 
-# its module fixture is costly: all its tests run in one worker (make test: --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("check_hostile")
-
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ("l1", "mse")
 VICTIM = HEADER_MARK + " from specs/victim.yaml.\n# another project's file\nSECRET = 1\n"

@@ -14,9 +14,6 @@ from losscc.docplots import sweep_interval
 from losscc.spec import load_spec
 from tests.backend_util import AVAILABLE
 
-# its module fixture is costly: all its tests run in one worker (make test: --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("docpages")
-
 ROOT = Path(__file__).resolve().parent.parent
 CHEAP = ("huber", "log_cosh")  # specs whose plot data is quick to compute
 

@@ -24,9 +24,6 @@ from losscc.pipeline import build_program
 from losscc.spec import load_spec
 from losscc.verify import compare, expectations
 
-# its module fixture is costly: all its tests run in one worker (make test: --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("dynamic_shapes")
-
 ms = pytest.importorskip("mindspore")  # both frameworks' own dynamic-shape APIs
 paddle = pytest.importorskip("paddle")
 InputSpec = paddle.static.InputSpec

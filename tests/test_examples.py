@@ -13,9 +13,6 @@ from pathlib import Path
 
 import pytest
 
-# its module fixture is costly: all its tests run in one worker (make test: --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("examples")
-
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = 30
 

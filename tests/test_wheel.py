@@ -24,9 +24,6 @@ import pytest
 
 from losscc.backends import names
 
-# its module fixture is costly: all its tests run in one worker (make test: --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("wheel")
-
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "MANIFEST.in", "losscc", "templates", "specs")
 TEMPLATES = sorted(p.relative_to(ROOT / "templates").as_posix() for p in (ROOT / "templates").rglob("*.j2"))
