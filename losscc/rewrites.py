@@ -13,7 +13,7 @@ import sympy as sp
 
 from . import bounded, ir
 from .passes import Bundle, Fired, Rule, context, run
-from .rewrites_sums import logsumexp_minus_member, one_minus_ratio
+from .rewrites_sums import is_one, logsumexp_minus_member, one_minus_ratio
 
 __all__ = ["STABILITY", "STABLE", "RANGE_REWRITES", "Fired", "Rule", "optimize"]
 
@@ -114,19 +114,15 @@ def _expm1(e, ctx):
     return None
 
 
-def _is_one(v) -> bool:
-    return v.is_Number and v == 1
-
-
 def _softplus(e, ctx):
     """log(1 + exp(x)), log(exp(x) + 1), log1p(exp(x)) -> softplus(x)."""
     if isinstance(e, ir.log1p) and isinstance(e.args[0], sp.exp):
         return ir.softplus(e.args[0].args[0])
     if isinstance(e, sp.log) and isinstance(e.args[0], sp.Add) and len(e.args[0].args) == 2:
         a, b = e.args[0].args
-        if _is_one(a) and isinstance(b, sp.exp):
+        if is_one(a) and isinstance(b, sp.exp):
             return ir.softplus(b.args[0])
-        if _is_one(b) and isinstance(a, sp.exp):
+        if is_one(b) and isinstance(a, sp.exp):
             return ir.softplus(a.args[0])
     return None
 

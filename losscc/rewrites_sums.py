@@ -12,7 +12,8 @@ import sympy as sp
 from . import ir
 
 
-def _is_one(v) -> bool:
+def is_one(v) -> bool:
+    """v is the number 1 (an integer or a float literal)."""
     return v.is_Number and v == 1
 
 
@@ -30,7 +31,7 @@ def one_minus_ratio(e, ctx):
     where n / d > 1/2 (else the written form, as one-minus-cosine does)."""
     if not isinstance(e, sp.Add):
         return None
-    ones = [a for a in e.args if _is_one(a)]
+    ones = [a for a in e.args if is_one(a)]
     if len(ones) != 1:
         return None
     for t in e.args:
@@ -107,4 +108,3 @@ def logsumexp_minus_member(e, ctx):
             rest = [a for a in e.args if a is not t and a is not lse]
             return sp.Add(new, *rest)
     return None
-

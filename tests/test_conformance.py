@@ -49,11 +49,9 @@ def test_spec_names_follow_the_files():
         assert json.loads(f.read_text())["loss"] in names
 
 
-# the backend test_verify_all.py runs every spec in (float64 and float32, eager, every
-# claimed case) is left out here
+# test_verify_all.py runs every spec eagerly in BASE in float64 with every claimed case, so
+# each spec here takes one of the other backends in turn
 OTHERS = tuple(b for b in names() if b != BASE)
-
-
 REFERENCED = [s for s in SPECS if s.references]
 PLAN = [(s, OTHERS[k % len(OTHERS)] if OTHERS else BASE) for k, s in enumerate(REFERENCED)]
 
