@@ -23,8 +23,11 @@ UNDERFLOW = "float32 underflow inside the framework's backward (a gradient below
 SUBNORMAL = "a value or gradient that is subnormal in float32, rounded differently by each kernel"
 
 POWER = "cosine_distance at inputs of 1e18: the gradient of N**-1/2, N**-3/2, underflows float32"
-BOXES = ("not yet analysed (open): the box losses at identical, nearly identical and 1e18-sized "
-         "boxes in float32, after the one-minus-ratio rewrite made their float64 values exact")
+BOXES = ("box losses at identical, nearly identical and 1e18-sized boxes: values of inverted "
+         "boxes (x1 > x2, which the suite's free draws give and the specs exclude) cancel two "
+         "terms of size 1 to eps / A; gradients at identical boxes are sums of autograd "
+         "contributions of size h / I that cancel (the gradient's own condition, float64 too "
+         "with valid boxes)")
 
 # spec -> (reason, {(case id, quantity), ...}), as measured by `losscc verify --extreme`
 # (float32, eager) on 2026-12-04
