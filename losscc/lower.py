@@ -355,6 +355,8 @@ class Lowerer(OperatorLowering):
     def _lower_Mul(self, e: sp.Mul) -> tuple[str, int]:
         coeff, rest = e.as_coeff_Mul()
         if coeff == -1:
+            if isinstance(rest, sp.Add) and len(rest.args) == 2 and sum(map(_is_negative, rest.args)) == 1:
+                return self._lower_Add(sp.Add(*(-t for t in rest.args)))  # -(x - y) is y - x, exactly
             return self.negate(rest, UNARY + 1), UNARY
         num, den = [], []
         for f in (e.args if coeff == 1 else (coeff,) + sp.Mul.make_args(rest)):

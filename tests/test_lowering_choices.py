@@ -2,6 +2,7 @@
 checked in the emitted text, and the gradient conventions they must keep, checked in both
 frameworks at the points where the choices differ (ties of a clip, float64 accuracy)."""
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -87,3 +88,12 @@ def test_boolean_hyperparameter_branches_skip_the_untaken_side():
     assert "    else:\n        stirling = 0\n    loss = nll + stirling" in code
     code = source("kl_div", "mindspore")
     assert "    if log_target:\n        loss = (target - input) * ops.exp(target)\n    else:" in code
+
+
+@pytest.mark.parametrize("backend", ["paddle", "mindspore"])
+def test_a_negated_difference_is_written_as_the_reversed_difference(backend):
+    # one-minus-ratio's far branch is -(t - 1) in the IR (so the rule does not match it
+    # again); y - x is -(x - y) to the bit, and reads as the formula was written
+    code = source("tversky", backend)
+    assert "- 1)" not in code
+    assert re.search(r"where\(t_\d+ > 0\.5, .*, 1 - t_\d+\)", code), code

@@ -169,7 +169,7 @@ def cosine_embedding(input1, input2, target, *, margin=0.0, reduction="mean"):
     )
     loss = jnp.where(
         target == 1,
-        jnp.where(cosine > 0.5, t_1, -(cosine - 1)),
+        jnp.where(cosine > 0.5, t_1, 1 - cosine),
         _clip(cosine - margin, lo=0),
     )
     if reduction == "none":

@@ -149,7 +149,7 @@ def focal_tversky(input, target, *, alpha=0.7, beta=0.3, gamma=0.75, reduction="
     t_1 = beta * total_2
     t_2 = total / (t + t_1 + total + 1e-07)
     loss = (
-        jnp.where(t_2 > 0.5, (t + t_1 + 1e-07) / (t + t_1 + total + 1e-07), -(t_2 - 1))
+        jnp.where(t_2 > 0.5, (t + t_1 + 1e-07) / (t + t_1 + total + 1e-07), 1 - t_2)
         ** gamma
     )
     if reduction == "none":

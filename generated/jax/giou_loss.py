@@ -54,9 +54,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     t_4 = -y1g + y2g
     t_5 = t_3*t_4
     iou = inter/(eps - inter + t_2 + t_5)
-    t_6 = where(iou > 0.5, (eps - 2*inter + t_2 + t_5)/(eps - inter + t_2 + t_5), -(-1 +
-        iou))
-    loss = (enclosing - t_2 - t_5 + inter)/(eps + enclosing) + t_6
+    loss = (enclosing - t_2 - t_5 + inter)/(eps + enclosing) + where(iou > 0.5, (eps -
+        2*inter + t_2 + t_5)/(eps - inter + t_2 + t_5), -(-1 + iou))
 """
 
 import dataclasses
@@ -184,10 +183,9 @@ def giou_loss(boxes1, boxes2, *, eps=1e-07, reduction="mean"):
     t_4 = y2g - y1g
     t_5 = t_3 * t_4
     iou = inter / (t_2 + t_5 - inter + eps)
-    t_6 = jnp.where(
-        iou > 0.5, (t_2 + t_5 - 2 * inter + eps) / (t_2 + t_5 - inter + eps), -(iou - 1)
+    loss = (enclosing + inter - t_2 - t_5) / (eps + enclosing) + jnp.where(
+        iou > 0.5, (t_2 + t_5 - 2 * inter + eps) / (t_2 + t_5 - inter + eps), 1 - iou
     )
-    loss = (enclosing + inter - t_2 - t_5) / (eps + enclosing) + t_6
     if reduction == "none":
         result = jnp.reshape(loss, B)
     elif reduction == "sum":

@@ -171,7 +171,7 @@ def softmax_dice(logits, targets, *, smooth=1.0, alpha=0.5, beta=0.5, reduction=
     fn = total_1 - inter
     t_1 = beta * fn
     t_2 = (smooth + inter) / (t + t_1 + inter + smooth)
-    dice = jnp.where(t_2 > 0.5, (t + t_1) / (t + t_1 + inter + smooth), -(t_2 - 1))
+    dice = jnp.where(t_2 > 0.5, (t + t_1) / (t + t_1 + inter + smooth), 1 - t_2)
     loss = jnp.mean(dice, axis=-1, keepdims=True)
     if reduction == "none":
         result = jnp.reshape(loss, (N,))

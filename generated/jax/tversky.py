@@ -133,7 +133,7 @@ def tversky(input, target, *, alpha=0.5, beta=0.5, reduction="mean"):
     fp = jnp.sum(input * (1 - target), axis=-1, keepdims=True)
     t_1 = beta * fp
     t_2 = tp / (t + t_1 + tp + 1e-07)
-    loss = jnp.where(t_2 > 0.5, (t + t_1 + 1e-07) / (t + t_1 + tp + 1e-07), -(t_2 - 1))
+    loss = jnp.where(t_2 > 0.5, (t + t_1 + 1e-07) / (t + t_1 + tp + 1e-07), 1 - t_2)
     if reduction == "none":
         result = jnp.reshape(loss, (N,))
     elif reduction == "sum":

@@ -158,7 +158,7 @@ def cosine_embedding(input1, input2, target, margin=0.0, reduction="mean"):
     )
     loss = ops.where(
         target == 1,
-        ops.where(cosine > 0.5, t_1, -(cosine - 1)),
+        ops.where(cosine > 0.5, t_1, 1 - cosine),
         ops.clamp(cosine - margin, min=0),
     )
     if reduction == "none":

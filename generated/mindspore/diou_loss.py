@@ -53,9 +53,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     t_1 = (-x1 + x2)*(-y1 + y2)
     t_2 = (-x1g + x2g)*(-y1g + y2g)
     iou = inter/(eps - inter + t_1 + t_2)
-    t_3 = where(iou > 0.5, (eps - 2*inter + t_1 + t_2)/(eps - inter + t_1 + t_2), -(-1 +
-        iou))
-    loss = centres/t + t_3
+    loss = centres/t + where(iou > 0.5, (eps - 2*inter + t_1 + t_2)/(eps - inter + t_1 +
+        t_2), -(-1 + iou))
 """
 
 import mindspore as ms
@@ -185,10 +184,9 @@ def diou_loss(boxes1, boxes2, *, eps=1e-07, reduction="mean"):
     t_1 = (x2 - x1) * (y2 - y1)
     t_2 = (x2g - x1g) * (y2g - y1g)
     iou = inter / (t_1 + t_2 - inter + eps)
-    t_3 = ops.where(
-        iou > 0.5, (t_1 + t_2 - 2 * inter + eps) / (t_1 + t_2 - inter + eps), -(iou - 1)
+    loss = centres / t + ops.where(
+        iou > 0.5, (t_1 + t_2 - 2 * inter + eps) / (t_1 + t_2 - inter + eps), 1 - iou
     )
-    loss = centres / t + t_3
     if reduction == "none":
         result = ops.reshape(loss, B)
     elif reduction == "sum":

@@ -155,7 +155,7 @@ def focal_tversky(input, target, *, alpha=0.7, beta=0.3, gamma=0.75, reduction="
         t_2 > 0.5,
         (t + t_1 + ms.Tensor(1e-07, dtype))
         / (t + t_1 + total + ms.Tensor(1e-07, dtype)),
-        -(t_2 - 1),
+        1 - t_2,
     )
     loss = t_3**gamma
     if reduction == "none":

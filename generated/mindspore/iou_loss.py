@@ -170,7 +170,7 @@ def iou_loss(boxes1, boxes2, *, eps=1e-07, reduction="mean"):
     t_1 = (x2g - x1g) * (y2g - y1g)
     t_2 = inter / (t + t_1 - inter + eps)
     loss = ops.where(
-        t_2 > 0.5, (t + t_1 - 2 * inter + eps) / (t + t_1 - inter + eps), -(t_2 - 1)
+        t_2 > 0.5, (t + t_1 - 2 * inter + eps) / (t + t_1 - inter + eps), 1 - t_2
     )
     if reduction == "none":
         result = ops.reshape(loss, B)

@@ -189,7 +189,7 @@ def softmax_dice(logits, targets, *, smooth=1.0, alpha=0.5, beta=0.5, reduction=
     fn = total_1 - inter
     t_1 = beta * fn
     t_2 = (smooth + inter) / (t + t_1 + inter + smooth)
-    dice = ops.where(t_2 > 0.5, (t + t_1) / (t + t_1 + inter + smooth), -(t_2 - 1))
+    dice = ops.where(t_2 > 0.5, (t + t_1) / (t + t_1 + inter + smooth), 1 - t_2)
     loss = ops.mean(dice, -1, keep_dims=True)
     if reduction == "none":
         result = ops.reshape(loss, (N,))

@@ -138,7 +138,7 @@ def tversky(input, target, *, alpha=0.5, beta=0.5, reduction="mean"):
     loss = ops.where(
         t_2 > 0.5,
         (t + t_1 + ms.Tensor(1e-07, dtype)) / (t + t_1 + tp + ms.Tensor(1e-07, dtype)),
-        -(t_2 - 1),
+        1 - t_2,
     )
     if reduction == "none":
         result = ops.reshape(loss, (N,))

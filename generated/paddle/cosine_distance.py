@@ -148,7 +148,7 @@ def cosine_distance(predictions, targets, *, epsilon=0.0, reduction="mean"):
     loss = paddle.where(
         t_2 > 0.5,
         total_3 / 2 + (t - total_1) / (2 * t) + (t_1 - total_2) / (2 * t_1),
-        -(t_2 - 1),
+        1 - t_2,
     )
     if reduction == "none":
         result = paddle.reshape(loss, B)

@@ -178,7 +178,7 @@ def cosine_embedding(
     )
     loss = paddle.where(
         target == 1,
-        paddle.where(cosine > 0.5, t_1, -(cosine - 1)),
+        paddle.where(cosine > 0.5, t_1, 1 - cosine),
         paddle.clip(cosine - margin, min=0),
     )
     if reduction == "none":

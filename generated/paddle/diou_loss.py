@@ -200,7 +200,7 @@ def diou_loss(boxes1, boxes2, *, eps=1e-07, reduction="mean"):
     t_3 = (x2g - x1g) * (y2g - y1g)
     iou = inter / (t_2 + t_3 - inter + eps)
     t_4 = paddle.where(
-        iou > 0.5, (t_2 + t_3 - 2 * inter + eps) / (t_2 + t_3 - inter + eps), -(iou - 1)
+        iou > 0.5, (t_2 + t_3 - 2 * inter + eps) / (t_2 + t_3 - inter + eps), 1 - iou
     )
     loss = centres / t + t_4
     if reduction == "none":

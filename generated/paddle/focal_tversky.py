@@ -167,7 +167,7 @@ def focal_tversky(input, target, *, alpha=0.7, beta=0.3, gamma=0.75, reduction="
     t_3 = (t + t_1 + paddle.full([], 1e-07, dtype=dtype)) / (
         t + t_1 + total + paddle.full([], 1e-07, dtype=dtype)
     )
-    loss = paddle.where(t_2 > 0.5, t_3, -(t_2 - 1)) ** gamma
+    loss = paddle.where(t_2 > 0.5, t_3, 1 - t_2) ** gamma
     if reduction == "none":
         result = paddle.reshape(loss, (N,))
     elif reduction == "sum":

@@ -200,7 +200,7 @@ def giou_loss(boxes1, boxes2, *, eps=1e-07, reduction="mean"):
     t_6 = t_4 * t_5
     iou = inter / (t_3 + t_6 - inter + eps)
     t_7 = paddle.where(
-        iou > 0.5, (t_3 + t_6 - 2 * inter + eps) / (t_3 + t_6 - inter + eps), -(iou - 1)
+        iou > 0.5, (t_3 + t_6 - 2 * inter + eps) / (t_3 + t_6 - inter + eps), 1 - iou
     )
     loss = (enclosing + inter - t_3 - t_6) / (eps + enclosing) + t_7
     if reduction == "none":

@@ -184,7 +184,7 @@ def iou_loss(boxes1, boxes2, *, eps=1e-07, reduction="mean"):
     t_2 = (x2g - x1g) * (y2g - y1g)
     t_3 = inter / (t_1 + t_2 - inter + eps)
     loss = paddle.where(
-        t_3 > 0.5, (t_1 + t_2 - 2 * inter + eps) / (t_1 + t_2 - inter + eps), -(t_3 - 1)
+        t_3 > 0.5, (t_1 + t_2 - 2 * inter + eps) / (t_1 + t_2 - inter + eps), 1 - t_3
     )
     if reduction == "none":
         result = paddle.reshape(loss, B)

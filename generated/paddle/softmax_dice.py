@@ -187,7 +187,7 @@ def softmax_dice(logits, targets, *, smooth=1.0, alpha=0.5, beta=0.5, reduction=
     fn = total_1 - inter
     t_1 = beta * fn
     t_2 = (smooth + inter) / (t + t_1 + inter + smooth)
-    dice = paddle.where(t_2 > 0.5, (t + t_1) / (t + t_1 + inter + smooth), -(t_2 - 1))
+    dice = paddle.where(t_2 > 0.5, (t + t_1) / (t + t_1 + inter + smooth), 1 - t_2)
     loss = paddle.mean(dice, axis=-1, keepdim=True)
     if reduction == "none":
         result = paddle.reshape(loss, (N,))

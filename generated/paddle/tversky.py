@@ -152,7 +152,7 @@ def tversky(input, target, *, alpha=0.5, beta=0.5, reduction="mean"):
     t_3 = (t + t_1 + paddle.full([], 1e-07, dtype=dtype)) / (
         t + t_1 + tp + paddle.full([], 1e-07, dtype=dtype)
     )
-    loss = paddle.where(t_2 > 0.5, t_3, -(t_2 - 1))
+    loss = paddle.where(t_2 > 0.5, t_3, 1 - t_2)
     if reduction == "none":
         result = paddle.reshape(loss, (N,))
     elif reduction == "sum":
