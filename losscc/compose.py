@@ -25,13 +25,6 @@ from .ttype import Fail, TType
 
 _ACTIVE: list[str] = []            # specs whose programs are being built, outermost first
 _CACHES: list[dict] = []          # per outermost build: each spec file's program, built once
-_FOLDS = {  # a tensor operator of a constant (an omitted optional input's default)
-    ir.Gather: lambda c, ax: c,
-    ir.Component: lambda c, ax: c,
-    ir.ReduceMean: lambda c, ax: c,
-    ir.ReduceMax: lambda c, ax: c,
-    ir.ReduceSum: lambda c, ax: c * ir.Size(ax),
-}
 
 
 def find_spec(name: str, caller_path: str) -> tuple[str, object] | None:
@@ -294,8 +287,7 @@ def _remap(expr, sub: dict, axes: dict[str, tuple[str, ...]], node):
                                              f"needs one axis, the caller gives [{', '.join(many)}]")
             else:
                 args = [walk(a) for a in e.args]
-                fold = _FOLDS.get(type(e)) if args[0].is_number else None
-                out = fold(args[0], args[-1]) if fold else e.func(*args)  # an omitted input's default
+                out = e.func(*args)  # of an omitted input's default, the IR folds a constant
         memo[e] = out
         return out
 

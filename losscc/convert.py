@@ -91,6 +91,10 @@ class Converter(CallRules, SpecCalls):
 
     # ---------------------------------------------------------------- helpers
     def _t(self, expr, t: TType):
+        if ir.is_constant(expr):
+            # `x - x` is 0 and `0 * x` is 0: the number is one key for every such value, so it
+            # is typed where it is used (a constant broadcasts), never memoised with axes
+            return expr, t
         self.types.setdefault(expr, t)
         return expr, self.types[expr]
 
@@ -318,7 +322,7 @@ class Converter(CallRules, SpecCalls):
             what = "a float" if it.dtype == "float" else f"a {it.dtype}"
             raise Fail(idx_node, "E221", f"index must be an integer input, not {what}",
                         "declare the label as {dtype: int, domain: \"[0, C)\"}")
-        if not isinstance(i, (sp.Symbol, *ir.ARG_EXTREMA)):
+        if not (isinstance(i, (sp.Symbol, *ir.ARG_EXTREMA)) or i.is_Integer):  # argmax of a constant: 0
             raise Fail(idx_node, "E221", "index must be an integer input itself or an argmax/argmin, "
                         "not an expression")
         k = it.index_of

@@ -380,7 +380,8 @@ def cast_lines(spec, backend) -> list[str]:
     for inp in spec.inputs:
         if inp.dtype == "float" and _integer_set(inp) and first is not None and inp is not first:
             cast = backend.op("cast", x=inp.name, dtype=backend.op("dtype_of", x=first.name))
-            out += [f"if {inp.name}.dtype in {INTS}:", f"    {inp.name} = {cast}"]
+            given = f"{inp.name} is not None and " if inp.optional else ""
+            out += [f"if {given}{inp.name}.dtype in {INTS}:", f"    {inp.name} = {cast}"]
     return out
 
 

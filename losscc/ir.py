@@ -193,10 +193,27 @@ class Sign(_PiecewiseConstant):
 PIECEWISE_CONSTANT = (Round, Floor, Ceil, Sign)
 
 
+def is_constant(x) -> bool:
+    """A number with no tensor in it: what SymPy leaves of `x - x`, `0 * x` or a substituted
+    default, which no framework's reduction or gather accepts."""
+    return bool(x.is_number) and not x.has(TensorOp)
+
+
 class TensorOp(sp.Function):
-    """Base of the operators that are not elementwise (never differentiated by SymPy)."""
+    """Base of the operators that are not elementwise (never differentiated by SymPy).
+
+    An operator whose `fold` is set evaluates, on a constant first argument, to the
+    constant it stands for (``max(x - x, axis=C)`` is 0): at every construction, so neither
+    the lowering nor a pass ever meets an operator of a number."""
 
     is_commutative = True
+    fold = None  # (constant, *other args) -> the operator's value
+
+    @classmethod
+    def eval(cls, *args):
+        if cls.fold is not None and is_constant(args[0]):
+            return cls.fold(*args)
+        return None
 
     def _eval_derivative(self, s):  # pragma: no cover - guarded by callers
         raise TypeError(f"{type(self).__name__} is not elementwise")
@@ -204,32 +221,45 @@ class TensorOp(sp.Function):
 
 class ReduceSum(TensorOp):
     nargs = 2
+    fold = staticmethod(lambda c, axis: c * Size(axis))
 
 
 class ReduceMean(TensorOp):
     nargs = 2
+    fold = staticmethod(lambda c, axis: c)
 
 
 class ReduceMax(TensorOp):
     nargs = 2
+    fold = staticmethod(lambda c, axis: c)
 
 
 class LogSumExp(TensorOp):
     nargs = 2
+    fold = staticmethod(lambda c, axis: c + sp.log(Size(axis)))
 
 
 class Softmax(TensorOp):
     nargs = 2
+    fold = staticmethod(lambda c, axis: 1 / Size(axis))
 
 
 class LogSoftmax(TensorOp):
     nargs = 2
+    fold = staticmethod(lambda c, axis: -sp.log(Size(axis)))
 
 
 class Gather(TensorOp):
     """Gather(x, index, axis): x taken along `axis` at integer `index`."""
 
     nargs = 3
+    fold = staticmethod(lambda c, index, axis: c)
+
+    @classmethod
+    def eval(cls, x, index, axis):
+        if index.is_Integer:  # an argmax of a constant is 0: a fixed position, a slice
+            return Component(x, index, axis)
+        return super().eval(x, index, axis)
 
 
 class Component(TensorOp):
@@ -237,6 +267,7 @@ class Component(TensorOp):
     ``shape: [N, K=4]``); the axis is removed."""
 
     nargs = 3
+    fold = staticmethod(lambda c, k, axis: c)
 
 
 class OneHot(TensorOp):
@@ -244,9 +275,16 @@ class OneHot(TensorOp):
 
     nargs = 2
 
+    @classmethod
+    def eval(cls, index, axis):
+        if index.is_Integer:  # a fixed position
+            return sp.Piecewise((1, sp.Eq(Index(axis), index)), (0, True))
+        return None
+
 
 class StopGradient(TensorOp):
     nargs = 1
+    fold = staticmethod(lambda c: c)
 
 
 class Size(TensorOp):
@@ -266,12 +304,14 @@ class ArgMax(TensorOp):
     ties), an integer that indexes `axis`.  The axis is removed."""
 
     nargs = 2
+    fold = staticmethod(lambda c, axis: sp.S.Zero)  # the first position of a tie
 
 
 class ArgMin(TensorOp):
     """ArgMin(x, axis): as ArgMax, for the smallest value."""
 
     nargs = 2
+    fold = staticmethod(lambda c, axis: sp.S.Zero)  # the first position of a tie
 
 
 class Index(TensorOp):
@@ -284,12 +324,14 @@ class Rename(TensorOp):
     """Rename(x, old, new): x with its axis `old` called `new` (an axis of the same size)."""
 
     nargs = 3
+    fold = staticmethod(lambda c, old, new: c)
 
 
 class Diff(TensorOp):
     """Diff(x, axis): x[k + 1] - x[k] along `axis`, and 0 at the last position (same shape)."""
 
     nargs = 2
+    fold = staticmethod(lambda c, axis: sp.S.Zero)
 
 
 ARG_EXTREMA = (ArgMax, ArgMin)

@@ -311,8 +311,17 @@ class Lowerer(OperatorLowering):
         """An elementwise function of one argument (the call-lowering entry point)."""
         key = functions.unary_op(e)  # a function that is one operator on its argument
         if key is not None:
-            return self.call(key, x=self.value(e.args[0]))
+            return self.call(key, x=self.function_arg(e.args[0]))
         raise NotImplementedError(f"no lowering for {type(e).__name__}")
+
+    def function_arg(self, e: sp.Expr) -> str:
+        """The argument of a function call: of axis sizes only (`log(C + 1)`), a tensor of the
+        dtype where the backend's sizes are Python ints, which its functions refuse."""
+        code = self.value(e)
+        if _sizes_only(e) and "dtype" not in analyse(self.b.ops["size_value"]).slots and not (
+                self.b.wrap_scalars and any(not _is_f32_exact(float(n)) for n in e.atoms(sp.Float))):
+            return self.op("cast", x=code, dtype=self.dtype())
+        return code
 
     def _lower_And(self, e) -> tuple[str, int]:
         if self.is_flag(e):
@@ -376,9 +385,9 @@ class Lowerer(OperatorLowering):
     def _lower_Pow(self, e: sp.Pow) -> tuple[str, int]:
         base, ex = e.args
         if ex == sp.Rational(1, 2):
-            return self.call("sqrt", x=self.value(base))
+            return self.call("sqrt", x=self.function_arg(base))
         if ex == sp.Rational(-1, 2):
-            return self.call("rsqrt", x=self.value(base))
+            return self.call("rsqrt", x=self.function_arg(base))
         if ex.is_Number and ex.is_negative:
             return f"1 / {self.wrap(base ** -ex, MUL + 1)}", MUL
         if ex == 2 and "square" in self.b.ops:  # a backend whose integer pow is a slow generic kernel
@@ -398,7 +407,19 @@ class Lowerer(OperatorLowering):
             lcode = self.op("cast", x=lcode, dtype=f"{rcode}.dtype")
         elif isinstance(rhs, ir.ARG_EXTREMA) and isinstance(lhs, sp.Symbol) and self.typeof(lhs).axes:
             rcode = self.op("cast", x=rcode, dtype=f"{lcode}.dtype")
+        else:  # an int tensor against a float one (index(C) == label): Paddle promotes neither
+            lt, rt = self.typeof(lhs), self.typeof(rhs)
+            if lt.axes and rt.axes and {lt.dtype, rt.dtype} == {"int", "float"}:
+                if lt.dtype == "int":
+                    lcode = self.op("cast", x=lcode, dtype=self.dtype())
+                else:
+                    rcode = self.op("cast", x=rcode, dtype=self.dtype())
         return f"{lcode} {sym} {rcode}", CMP
+
+
+def _sizes_only(e: sp.Expr) -> bool:
+    """An expression of axis sizes and numbers only (`C + 1`): no tensor in it."""
+    return e.has(ir.Size) and not e.xreplace({s: sp.S.One for s in e.atoms(ir.Size)}).free_symbols
 
 
 def _is_negative(t) -> bool:

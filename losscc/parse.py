@@ -187,9 +187,13 @@ def build_program(spec: Spec) -> Program:
         for _, e in bound:
             type_of(e, scratch)
     loss_name, loss = bound[-1]
-    lt = types[loss]
     last = spec.bindings[-1]
-    if lt.dtype != "float":
+    lt = types.get(loss) or env[loss_name][1]  # a constant is not memoised (Converter._t)
+    if ir.is_constant(loss):
+        out.error(last.loc.line, last.loc.col, "E251",
+                  f"the loss '{loss_name}' simplifies to the constant {loss}: it does not depend on any "
+                  "float input or learnable tensor")
+    elif lt.dtype != "float":
         out.error(last.loc.line, last.loc.col, "E250",
                   f"the loss '{loss_name}' must be a float expression, not {lt.dtype}")
     elif lt.literal:

@@ -13,7 +13,7 @@ import sympy as sp
 
 from . import bounded, ir
 from .passes import Bundle, Fired, Rule, context, run
-from .rewrites_sums import is_one, logsumexp_minus_member, one_minus_ratio
+from .rewrites_sums import is_one, logsumexp_minus_member, one_minus_clip, one_minus_ratio
 
 __all__ = ["STABILITY", "STABLE", "RANGE_REWRITES", "Fired", "Rule", "optimize"]
 
@@ -351,6 +351,8 @@ STABILITY = (
             _log_cosh),
     Rule("log1p", "log(1 + x) loses x when |x| is small; log1p(x) does not", _log1p),
     Rule("expm1", "exp(x) - 1 cancels near 0; expm1(x) does not", _expm1),
+    Rule("one-minus-clip", "c - clip(x, lo, hi) = clip(c - x, c - hi, c - lo); a bound near c (1 - eps) "
+         "rounds, c - bound does not", one_minus_clip),
     Rule("one-minus-ratio", "1 - n / d cancels near n = d; (d - n) / d, its common terms cancelled "
             "exactly, does not (taken where n / d > 1/2)", one_minus_ratio),
     Rule("one-minus-cosine", "1 - cos cancels near cos = 1; half the squared distance of the "

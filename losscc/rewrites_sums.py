@@ -1,7 +1,7 @@
 """Stage 3: the stable rewrites that remove a cancellation between terms of a sum.
 
-`one-minus-ratio` (1 - n/d with n part of d) and `logsumexp-minus-member` (logsumexp(x)
-- x[k]); registered with the others in :data:`losscc.rewrites.STABILITY`, proved in
+`one-minus-ratio` (1 - n/d with n part of d), `one-minus-clip` (c - clip(x, lo, c - eps)) and
+`logsumexp-minus-member` (logsumexp(x) - x[k]); registered with the others in :data:`losscc.rewrites.STABILITY`, proved in
 ``tests/test_rewrites.py``.
 """
 
@@ -107,4 +107,40 @@ def logsumexp_minus_member(e, ctx):
                 continue
             rest = [a for a in e.args if a is not t and a is not lse]
             return sp.Add(new, *rest)
+    return None
+
+
+def _cancels(new: sp.Expr, old: sp.Expr) -> bool:
+    """c - bound is smaller than the bound: 1 - (1 - eps) is eps; 1 - 0.9999999 is 1e-7, which
+    a float32 constant 0.9999999 (0.99999988) would make 1.19e-7."""
+    if new.is_Number and old.is_Number:
+        return bool(new.is_finite and old.is_finite and 2 * abs(new) < abs(old))
+    return sp.count_ops(new) < sp.count_ops(old)
+
+
+def one_minus_clip(e, ctx):
+    """c - clip(x, lo, hi) -> clip(c - x, c - hi, c - lo) where a bound cancels against c.
+
+    `clip(p, eps, 1 - eps)` then `log(1 - q)`: the bound 1 - eps rounds in float32 (1 - 1e-7
+    is 0.99999988), and 1 - q at the bound keeps that rounding, 1.19e-7 for 1e-7 (log off by
+    0.17); clip(1 - p, eps, 1 - eps) holds eps itself.  The gradient is the same: clip passes
+    it at either bound, and d(c - x)/dx = -1 on both sides."""
+    if not isinstance(e, sp.Add):
+        return None
+    nums = [a for a in e.args if a.is_Number]
+    if len(nums) != 1:
+        return None
+    c = nums[0]
+    for t in e.args:
+        coeff, clip = t.as_coeff_Mul()
+        if coeff != -1 or not isinstance(clip, ir.Clip):
+            continue
+        u, lo, hi = clip.args
+        if lo.has(sp.oo, -sp.oo, sp.zoo) or hi.has(sp.oo, -sp.oo, sp.zoo):
+            continue
+        new_lo, new_hi = c - hi, c - lo
+        if not (_cancels(new_lo, hi) or _cancels(new_hi, lo)):
+            continue
+        rest = [a for a in e.args if a is not t and a is not c]
+        return sp.Add(ir.Clip(c - u, new_lo, new_hi), *rest)
     return None

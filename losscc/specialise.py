@@ -70,23 +70,6 @@ def _default_value(value: float) -> sp.Expr:
     return sp.Integer(int(value)) if float(value).is_integer() else sp.Float(float(value))
 
 
-# a tensor operator applied to a constant (a substituted default) is a constant
-_CONSTANT_FOLDS = {
-    ir.Gather: lambda c, e: c,
-    ir.Component: lambda c, e: c,
-    ir.StopGradient: lambda c, e: c,
-    ir.ReduceMean: lambda c, e: c,
-    ir.ReduceMax: lambda c, e: c,
-    ir.ReduceSum: lambda c, e: c * ir.Size(e.args[-1]),
-}
-
-
-def _fold_constants(expr: sp.Expr) -> sp.Expr:
-    return expr.replace(
-        lambda e: type(e) in _CONSTANT_FOLDS and e.args[0].is_number and not e.args[0].has(ir.TensorOp),
-        lambda e: _CONSTANT_FOLDS[type(e)](e.args[0], e))
-
-
 def _defaults(prog) -> dict:
     return {prog.symbols[i.name]: _default_value(i.default) for i in prog.spec.inputs if i.optional}
 
@@ -94,7 +77,7 @@ def _defaults(prog) -> dict:
 def _substitute_defaults(e, ctx: Context):
     if e is None:
         return None
-    return ir.real_parts(_fold_constants(e.xreplace(_defaults(ctx.prog))))
+    return ir.real_parts(e.xreplace(_defaults(ctx.prog)))  # the IR folds operators of constants
 
 
 OPTIONAL_DEFAULTS = Bundle("optional-defaults", (
@@ -158,7 +141,7 @@ def _strip_mask(e, masks):
 
 
 def _at_zero(loss, p: sp.Symbol):
-    return ir.real_parts(_fold_constants(loss.xreplace({p: sp.Integer(0)})))
+    return ir.real_parts(loss.xreplace({p: sp.Integer(0)}))
 
 
 def specialise_values(ctx: Context, general, rerun):

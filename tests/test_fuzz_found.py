@@ -86,3 +86,35 @@ def test_loss_without_the_class_axis_after_a_folded_gather(tmp_path):
     """, "folded_gather")
     _check(spec, "mindspore", [case(spec, {"N": (3,), "C": (3,), "D": (2,)}, seed=2)], tmp_path)
 
+
+
+# SymPy folds `z - z`, `0 * z` and `stop_gradient` of either to the number 0 before any
+# tensor operator sees it: each operator of a constant must be the constant it stands for
+# (the IR folds them at construction), not a framework call on a Python int ("amax():
+# argument must be Tensor, but got int"), nor a 0 typed with z's axes (the loss then got a
+# class axis it does not have).
+FOLDED = [
+    ("paddle", "max(z - z, axis=C) + z[lab]"),
+    ("mindspore", "logsumexp(z - z, axis=C) + stop_gradient(y - y) + y"),
+    ("paddle", "sum(z * softmax(z - z, axis=C), axis=C)"),
+    ("mindspore", "sum(z * log_softmax(0 * z, axis=C), axis=C) + y"),
+    ("paddle", "z[argmax(stop_gradient(z - z), axis=C)] + sum(z * diff(z - z, axis=C), axis=C)"),
+    ("mindspore", "sum(z * one_hot(argmax(stop_gradient(z - z), axis=C), C), axis=C)"),
+    ("paddle", "stop_gradient(y - y) + y + mean(z - z, axis=C)"),
+]
+
+
+@pytest.mark.parametrize("backend,formula", FOLDED, ids=[f for _, f in FOLDED])
+def test_operators_of_a_folded_constant(backend, formula, tmp_path):
+    pytest.importorskip(backend)
+    spec = spec_of(f"""
+        name: folded_op
+        summary: s.
+        inputs:
+          z: {{dtype: float, shape: [N, C]}}
+          y: {{dtype: float, shape: [N]}}
+          lab: {{dtype: int, shape: [N], domain: "[0, C)"}}
+        formula: |
+          loss = {formula}
+    """, "folded_op")
+    _check(spec, backend, [case(spec, {"N": (3,), "C": (4,)}, seed=5)], tmp_path)

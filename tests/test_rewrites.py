@@ -354,6 +354,39 @@ def test_one_minus_cosine_is_an_identity_in_both_branches():
     assert RULES["one-minus-cosine"].apply(after.args[2], BARE) is None
 
 
+E_ = sp.Symbol("e")
+
+
+@pytest.mark.parametrize("c,lo,hi,e", [(1, E_, 1 - E_, sp.Rational(1, 10**7)), (1, E_, 1 - E_, sp.Rational(1, 4)),
+                                       (3, 0, 3 - E_, sp.Rational(1, 2))])
+def test_one_minus_clip_is_an_identity_in_each_region(c, lo, hi, e):
+    """c - clip(x, lo, hi) = clip(c - x, c - hi, c - lo) below lo, between, above hi and at
+    both bounds; off the bounds the derivatives in x agree too, and at a bound both forms
+    pass the gradient (clip's convention), -1 either way."""
+    before = c - ir.Clip(x, lo, hi) + y
+    after = RULES["one-minus-clip"].apply(before, BARE)
+    assert isinstance(after, sp.Add) and after.has(ir.Clip) and not after.has(ir.Clip(x, lo, hi))
+    p = sp.Symbol("p", positive=True)
+    lo_, hi_ = sp.sympify(lo).subs(E_, e), sp.sympify(hi).subs(E_, e)
+
+    def plain(expr):  # clip as min(max(.)), the bound e a number
+        return expr.subs(E_, e).replace(lambda n: isinstance(n, ir.Clip), lambda n: sp.Min(sp.Max(n.args[0], n.args[1]), n.args[2]))
+    for at in (lo_ - p, (2 * lo_ + hi_) / 3, hi_ + p, lo_, hi_):
+        b, a = plain(before).subs(x, at), plain(after).subs(x, at)
+        assert sp.simplify(b - a) == 0, (at, b, a)
+    for at in (lo_ - p, (2 * lo_ + hi_) / 3, hi_ + p):
+        db, da = sp.diff(plain(before), x).subs(x, at), sp.diff(plain(after), x).subs(x, at)
+        assert sp.simplify(db - da) == 0, (at, db, da)
+
+
+def test_one_minus_clip_refuses_bounds_that_do_not_cancel():
+    rule = RULES["one-minus-clip"]
+    assert rule.apply(2 - ir.Clip(x, 0, 1), BARE) is None      # bounds 1 and 2: nothing cancels
+    assert rule.apply(1 - ir.Clip(x, -3, 5), BARE) is None     # -4 and 4
+    assert rule.apply(1 - ir.Clip(x, 0, sp.oo), BARE) is None  # an open side
+    assert rule.apply(1 + ir.Clip(x, 1e-7, 1 - 1e-7), BARE) is None  # not a difference
+
+
 def test_one_minus_weighted_sigmoids_needs_weights_summing_to_one():
     rule = RULES["one-minus-weighted-sigmoids"]
     assert rule.apply(1 - y * ir.sigmoid(x) - y * ir.sigmoid(-x), BARE) is None
@@ -371,7 +404,7 @@ def test_one_minus_cosine_refuses_what_is_not_a_cosine():
 
 def test_every_rule_has_a_symbolic_proof():
     assert set(ELEMENTWISE_TRIGGERS) | set(SIGNED_TRIGGERS) | set(SIDED_TRIGGERS) | set(TENSOR_TRIGGERS) \
-        | set(BRANCHED_TRIGGERS) | {"one-minus-cosine"} == set(RULES)
+        | set(BRANCHED_TRIGGERS) | {"one-minus-cosine", "one-minus-clip"} == set(RULES)
 
 
 # --------------------------------------------------------------------------- range rewrites
@@ -575,6 +608,8 @@ NUMERIC_TRIGGERS = {
     "log-cosh": ["loss = log(cosh(x))", "loss = t * log(cosh(x - t))"],
     "logsumexp-minus-member": ["loss = logsumexp(x, axis=C) - x[y]", "loss = log(sum(exp(x), axis=C)) - x[y] + t"],
     "one-minus-ratio": ["loss = 1 - t / (t + x**2 + 1e-7)", "loss = x * (1 - (t + 1) / (t + exp(x) + 1))"],
+    "one-minus-clip": ["loss = -log(1 - clip(t, 1e-7, 1 - 1e-7)) * x",
+                       "loss = x**2 * (1 - clip(t, 0.25, 1 - 0.25)) + t"],
     "linear-tail": ["loss = Piecewise((0.5 * abs(x - t)**2, abs(x - t) < 1), (abs(x - t) - 0.5, True))",
                     "loss = t * Piecewise((x**2 + x, x < 2), (5 * x - 4, True))"],
     "one-minus-cosine": [
@@ -608,7 +643,8 @@ def test_fired_records_are_pairs_of_equal_values():
                      " + log(1 / (2 + x**2))"
                      " + (1 - t * sigmoid(x) - (1 - t) * sigmoid(-x)) * t"
                      " + t * (1 - sum(x * t, axis=C) / sqrt((sum(x**2, axis=C) + 1) * sum(t**2, axis=C)))"
-                     " + x * (1 - t / (t + x**2 + 1)) + t * (logsumexp(x, axis=C) - x[y])")
+                     " + x * (1 - t / (t + x**2 + 1)) + t * (logsumexp(x, axis=C) - x[y])"
+                     " + x * log(1 - clip(t, 1e-7, 1 - 1e-7))")
     prog = build_program(spec)
     fired = []
     optimize(prog.loss, fired=fired)

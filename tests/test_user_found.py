@@ -1,0 +1,64 @@
+"""Compiler defects that losses written from the docs alone by a new user found (docs/verify.md,
+"Losses from outside"), each as the smallest spec that showed it, compiled and run in the
+backend where it failed against the reference evaluator."""
+
+import pytest
+from tests.codegen_util import case, modules, runners, spec_of
+
+from losscc import verify
+
+
+def _check(spec, backend, cases, tmp_path):
+    pytest.importorskip(backend)
+    rows = verify.verify_spec(spec, modules(spec, tmp_path), {backend: runners()[backend]}, ("float64", "float32"),
+                              ("eager",), cases)
+    bad = [(r.dtype, r.failures[:2]) for r in rows if not r.ok]
+    assert not bad, bad
+    assert all(r.cases == len(cases) for r in rows)
+
+
+@pytest.mark.parametrize("backend", ["paddle", "mindspore"])
+def test_optional_input_with_an_integer_set_domain_left_out(backend, tmp_path):
+    """An int tensor given for a {0, 1} input is cast to the float dtype; the cast read
+    `m.dtype` before asking whether the optional m was given (AttributeError on None)."""
+    spec = spec_of("""
+        name: opt_set
+        summary: s.
+        inputs:
+          x: {dtype: float, shape: ["*S"]}
+          m: {dtype: float, shape: ["*S"], domain: "{0, 1}", optional: true}
+        formula: |
+          loss = m * x**2
+    """, "opt_set")
+    given = case(spec, {"S": (3,)}, seed=1)
+    left_out = case(spec, {"S": (3,)}, seed=2)
+    left_out.inputs["m"] = None
+    _check(spec, backend, [given, left_out], tmp_path)
+
+
+def test_positions_compared_with_an_int_label_in_paddle(tmp_path):
+    """index(C) is a float tensor, the label an int one: Paddle compares neither across dtypes."""
+    spec = spec_of("""
+        name: pos_eq
+        summary: s.
+        inputs:
+          x: {dtype: float, shape: [N, C]}
+          label: {dtype: int, shape: [N], domain: "[0, C)"}
+        formula: |
+          loss = sum(where(index(C) == label, x, 0), axis=C) + sum(where(label != index(C), x**2, 0), axis=C)
+    """, "pos_eq")
+    _check(spec, "paddle", [case(spec, {"N": (3,), "C": (4,)}, seed=3)], tmp_path)
+
+
+@pytest.mark.parametrize("backend", ["mindspore", "paddle"])
+def test_functions_of_axis_sizes(backend, tmp_path):
+    """An axis size is a Python int in MindSpore's code, which ops.sqrt and ops.log refuse."""
+    spec = spec_of("""
+        name: of_sizes
+        summary: s.
+        inputs:
+          x: {dtype: float, shape: [N, C]}
+        formula: |
+          loss = sum(x, axis=C) / log(C + 1) + sqrt(C) * sum(x**2, axis=C) + exp(C * 0.1)
+    """, "of_sizes")
+    _check(spec, backend, [case(spec, {"N": (2,), "C": (5,)}, seed=4)], tmp_path)
