@@ -129,6 +129,14 @@ class Where(sp.Function):
 
     nargs = 3
 
+    @classmethod
+    def eval(cls, c, a, b):  # a condition decided where a default or a range was substituted
+        if c is sp.true:
+            return a
+        if c is sp.false:
+            return b
+        return None
+
     def _eval_rewrite_as_Piecewise(self, c, a, b, **kwargs):
         return sp.Piecewise((a, c), (b, True))
 

@@ -118,3 +118,23 @@ def test_operators_of_a_folded_constant(backend, formula, tmp_path):
           loss = {formula}
     """, "folded_op")
     _check(spec, backend, [case(spec, {"N": (3,), "C": (4,)}, seed=5)], tmp_path)
+
+
+def test_a_where_whose_condition_the_default_decides(tmp_path):
+    """x omitted is 1, so relu(loss) = where(loss > 0, loss, 0) has the condition True: the
+    compiler's Where node did not simplify it away and MindSpore got ops.where(True, ...)."""
+    pytest.importorskip("mindspore")
+    spec = spec_of("""
+        name: decided_where
+        summary: s.
+        inputs:
+          z: {dtype: float, shape: [N, C]}
+          lab: {dtype: int, shape: [N], domain: "[0, C)"}
+          x: {dtype: float, shape: [C], optional: true}
+        formula: |
+          picked = x[lab] * where(argmin(stop_gradient(z), axis=C) == lab, 1.0, 0.5)
+          loss = relu(picked) + sum(z, axis=C)
+    """, "decided_where")
+    c = case(spec, {"N": (3,), "C": (4,)}, seed=6)
+    c.inputs["x"] = None
+    _check(spec, "mindspore", [c], tmp_path)
