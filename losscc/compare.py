@@ -123,7 +123,7 @@ class Check:
     error (normal expected values only) and, if it failed, what and where."""
     ok: bool
     norm_err: float = 0.0
-    rel_err: float = 0.0
+    rel_err: float | None = 0.0  # None: no per-element check ran (--norm-only, a library's gradient)
     problem: str = ""
 
 
@@ -182,7 +182,7 @@ def check(actual, expected, dtype: str, quantity: str = "value", mask=None, rtol
         norm = err / np.maximum(np.abs(ef), atol * scale / rtol0)
     norm_err = float(np.max(norm))
     if truth is False:
-        return Check(True, norm_err, 0.0) if not np.any(err > atol * scale + rtol0 * np.abs(ef)) else \
+        return Check(True, norm_err, None) if not np.any(err > atol * scale + rtol0 * np.abs(ef)) else \
             _norm_failure(a, e, err, norm, fin, atol, scale, rtol0, norm_err)
     if truth is not None:
         t_arr = np.asarray(truth, dtype=float).reshape(e.shape)
@@ -339,10 +339,13 @@ def _extreme_check(case, vals, grads, exp_vals, exp_grads, kinks, dtype, reds, r
 
 
 def _note(row, quantity: str, c: Check) -> None:
+    def worst(seen, new):  # None until a per-element check has run
+        return seen if new is None else new if seen is None else max(seen, new)
+
     if quantity == "value":
-        row.value_err, row.value_rel = max(row.value_err, c.norm_err), max(row.value_rel, c.rel_err)
+        row.value_err, row.value_rel = max(row.value_err, c.norm_err), worst(row.value_rel, c.rel_err)
     else:
-        row.grad_err, row.grad_rel = max(row.grad_err, c.norm_err), max(row.grad_rel, c.rel_err)
+        row.grad_err, row.grad_rel = max(row.grad_err, c.norm_err), worst(row.grad_rel, c.rel_err)
 
 
 def _check_case(row, case: CaseData, vals, grads, exp_vals, exp_grads, kinks, dtype, reds,

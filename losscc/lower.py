@@ -407,7 +407,7 @@ class Lowerer(OperatorLowering):
             lcode = self.op("cast", x=lcode, dtype=f"{rcode}.dtype")
         elif isinstance(rhs, ir.ARG_EXTREMA) and isinstance(lhs, sp.Symbol) and self.typeof(lhs).axes:
             rcode = self.op("cast", x=rcode, dtype=f"{lcode}.dtype")
-        else:  # an int tensor against a float one (index(C) == label): Paddle promotes neither
+        else:  # an int tensor against a float one (index(C) == label): a backend may promote neither
             lt, rt = self.typeof(lhs), self.typeof(rhs)
             if lt.axes and rt.axes and {lt.dtype, rt.dtype} == {"int", "float"}:
                 if lt.dtype == "int":

@@ -95,6 +95,7 @@ class Backend:
     # environment variables set (where unset) before the framework is imported
     quiet_warnings: tuple[str, ...] = ()
     quiet_env: Mapping[str, str] = field(default_factory=dict)
+    quiet_loggers: tuple[str, ...] = ()  # Python loggers whose INFO lines are dropped
     # frameworks are imported in ascending load_order (then by name) into one process
     load_order: int = 0
     # the optional-dependency group of losscc's pyproject.toml that installs the framework

@@ -131,6 +131,7 @@ BACKEND = Backend(
     # a Python float is weakly typed: float64 arithmetic keeps it in float64 (with x64 on)
     wrap_scalars=False,
     where_scalars=True,
+    quiet_loggers=("jax._src.xla_bridge",),  # "Unable to initialize backend 'tpu'" on a CPU machine
     # the generated class's own attributes (a frozen dataclass with __call__ and init)
     attributes=frozenset({"init"}),
     ops=_freeze({
