@@ -246,6 +246,8 @@ class OperatorLowering:
     # ---------------------------------------------------------------- tensor operators
     def _lower_Size(self, e) -> tuple[str, int]:
         name = self.need(e.args[0].name)
+        if e.args[0].name in self.prog.variadic:  # a group of axes (*S): its number of entries
+            name = self.op("group_size", n=name)
         uses_dtype = "dtype" in analyse(self.b.ops["size_value"]).slots
         return self.call("size_value", n=name, dtype=self.dtype() if uses_dtype else None)
 

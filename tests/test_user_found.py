@@ -62,3 +62,20 @@ def test_functions_of_axis_sizes(backend, tmp_path):
           loss = sum(x, axis=C) / log(C + 1) + sqrt(C) * sum(x**2, axis=C) + exp(C * 0.1)
     """, "of_sizes")
     _check(spec, backend, [case(spec, {"N": (2,), "C": (5,)}, seed=4)], tmp_path)
+
+
+@pytest.mark.parametrize("backend", ["paddle", "mindspore"])
+def test_a_variadic_group_as_a_value_is_its_number_of_entries(backend, tmp_path):
+    """`S` of a group *S (and `sum(2 + 0 * x, axis=S)`, which the IR folds to 2 * S) was the
+    tuple of its sizes in the generated code: Paddle's full() refused it."""
+    spec = spec_of("""
+        name: group_value
+        summary: s.
+        inputs:
+          x: {dtype: float, shape: [N, "*S"]}
+          y: {dtype: float, shape: [N]}
+        formula: |
+          loss = y * sum(2 + 0 * x, axis=S) + sum(x, axis=S) / S + sqrt(S) * y
+    """, "group_value")
+    _check(spec, backend, [case(spec, {"N": (2,), "S": (3, 2)}, seed=7), case(spec, {"N": (3,), "S": ()}, seed=8)],
+           tmp_path)

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from types import MappingProxyType
 
-from .operators import table
+from .operators import BASE_HELPERS, table
 
 # modules of this package that are not backends
 SUPPORT_MODULES = frozenset({"operators"})
@@ -115,6 +115,7 @@ class Backend:
 
     def __post_init__(self):
         # the spellings over the base table, checked against the operator interface
+        object.__setattr__(self, "helpers", MappingProxyType({**BASE_HELPERS, **self.helpers}))
         object.__setattr__(self, "ops", table(self.name, self.ops, self.helpers))
         if self.fused:
             from ..fusion import check_records

@@ -143,6 +143,7 @@ OPERATORS: Mapping[str, Operator] = MappingProxyType({o.key: o for o in (
     _op("positions", "n dtype", "0, 1, ..., n - 1 in the (float) dtype"),
     _op("concat", "x y axis", "x and y joined along the axis (equal shapes elsewhere)"),
     _op("size_value", "n dtype", "an axis size as a number for float arithmetic (dtype: the computation's)"),
+    _op("group_size", "n", "the number of entries of a variadic group of axes, n its sizes (a tuple)"),
     _op("sum_all", "x", "sum of every element (a 0-d tensor)"),
     _op("mean_all", "x", "mean of every element (a 0-d tensor)"),
     _op("shape", "x", "x's shape as a tuple (sizes unknown until run time as the framework reads them)"),
@@ -156,6 +157,7 @@ OPERATORS: Mapping[str, Operator] = MappingProxyType({o.key: o for o in (
 # spellings that serve any tensor with Python's tensor methods; a backend overrides them
 BASE: Mapping[str, str] = MappingProxyType({
     "size_value": "{n}",
+    "group_size": "_group_size({n})",
     "sum_all": "{x}.sum()",
     "mean_all": "{x}.mean()",
     "shape": "{x}.shape",
@@ -174,6 +176,17 @@ def fields(spelling: str) -> tuple[str, ...]:
         if name not in out:
             out.append(name)
     return tuple(out)
+
+
+# helpers of the base spellings (plain Python: every backend's generated code may hold them)
+BASE_HELPERS: Mapping[str, str] = MappingProxyType({
+    "group_size": '''def _group_size(sizes):
+    """The number of entries of a group of axes: the product of its sizes."""
+    count = 1
+    for n in sizes:
+        count = count * n
+    return count''',
+})
 
 
 def table(backend: str, spellings: Mapping[str, str], helpers: Mapping[str, str] = MappingProxyType({})
