@@ -138,3 +138,28 @@ def test_a_where_whose_condition_the_default_decides(tmp_path):
     c = case(spec, {"N": (3,), "C": (4,)}, seed=6)
     c.inputs["x"] = None
     _check(spec, "mindspore", [c], tmp_path)
+
+
+@pytest.mark.parametrize("backend", ["jax", "paddle"])
+def test_a_condition_on_a_hyperparameter_through_a_function_under_jit(backend, tmp_path):
+    """`value if log1p(value) >= 1.51 else -value`: held as a Python bool, the condition was
+    `jnp.log1p(value) >= 1.51`, a traced array under jax.jit (TracerBoolConversionError). A
+    condition that calls a function is now a tensor select, like a condition on inputs."""
+    pytest.importorskip(backend)
+    spec = spec_of("""
+        name: param_cond
+        summary: s.
+        inputs:
+          x: {dtype: float, shape: ["*S"]}
+        params:
+          value: {default: 1.51, min: 0.0}
+        formula: |
+          loss = x * (value if log1p(value) >= 1.51 else -value) + x**2
+    """, "param_cond")
+    cases = [case(spec, {"S": (3,)}, seed=9)]
+    high = case(spec, {"S": (2, 2)}, seed=10)
+    high.params = {"value": 4.0}
+    rows = verify.verify_spec(spec, modules(spec, tmp_path), {backend: runners()[backend]}, ("float64",),
+                              ("graph",), cases + [high])
+    assert all(r.ok for r in rows), [r.failures[:2] for r in rows]
+    assert all(r.cases == 2 for r in rows)
