@@ -202,6 +202,8 @@ def build_program(spec: Spec) -> Program:
     elif not lt.grad:
         out.error(last.loc.line, last.loc.col, "E251",
                   f"the loss '{loss_name}' does not depend on any float input or learnable tensor")
+    if lt.dtype == "float":
+        _check_ignored(spec, symbols, types, loss, loss_name, lt, last, out)
     for b in spec.bindings[:-1]:
         if b.name not in used:
             out.error(b.name_loc.line, b.name_loc.col, "E142", f"binding '{b.name}' is never used")
@@ -234,6 +236,30 @@ def build_program(spec: Spec) -> Program:
         spec = replace(spec, source_sha256=digest.hexdigest(),
                        composes=tuple(dict.fromkeys(n for n, _ in composed)))
     return Program(spec, axes, variadic, symbols, tuple(bound), loss, denominators, types, aliases)
+
+
+def _check_ignored(spec, symbols, types, loss, loss_name, lt, last, out) -> None:
+    """`ignore:` masks the loss per element, after the formula: the loss must keep the
+    label's axes, and nothing in the formula may reduce the label over them (the masked
+    label reads as 0 there, so an ignored position would count as class 0)."""
+    for inp in spec.inputs:
+        if not inp.ignore:
+            continue
+        axes = types[symbols[inp.name]].axes
+        lacking = [a for a in axes if a not in lt.axes]
+        label = symbols[inp.name]
+        over = next((n for n in sp.preorder_traversal(loss) if isinstance(n, ir.TensorOp)
+                     and isinstance(n.args[-1], sp.Symbol) and n.args[-1].name in axes
+                     and type(n) not in (ir.Size, ir.Index) and n.args[0].has(label)), None)
+        if lacking or over is not None:
+            why = (f"the loss '{loss_name}' lacks its axes [{', '.join(lacking)}]" if lacking else
+                   f"the formula reduces it over axis {over.args[-1].name}")
+            out.error(last.loc.line, last.loc.col, "E254",
+                      f"input '{inp.name}' declares ignore: {inp.ignore}, but {why}: ignored positions are "
+                      "masked per element of the loss, after the formula",
+                      "keep the label's axes in the loss and reduce with `reductions:`, or ignore inside the "
+                      f"formula (where({inp.name} != {inp.ignore}, ..., 0), a called spec's ignore_index) "
+                      "without `ignore:`")
 
 
 def type_of(expr: sp.Expr, prog: Program) -> TType:
