@@ -125,6 +125,12 @@ class CallRules:
                 raise Fail(a, "E225", "clip bounds must be constants or parameters")
         if lo.is_Number and hi.is_Number and lo > hi:
             raise Fail(node, "E225", "clip: lower bound is above the upper bound")
+        defaults = {self.env[p.name][0]: p.default for p in self.spec.params
+                    if p.name in self.env and isinstance(p.default, (int, float)) and not isinstance(p.default, bool)}
+        at = (lo - hi).xreplace(defaults)
+        if at.is_Number and at > 0:
+            raise Fail(node, "E225", "clip: with the parameters' defaults the lower bound is above the upper "
+                       f"bound ({lo.xreplace(defaults)} > {hi.xreplace(defaults)})")
         return self._t(f.build(x, lo, hi), TType("float", t.axes, grad=t.grad))
 
     def rule_where(self, node, f: Function, args, kws, d):

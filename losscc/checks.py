@@ -60,3 +60,28 @@ def check_lines(spec: Spec) -> list[str]:
             lines += [f"if not ({' and '.join(tests)}):" if len(tests) > 1 else f"if not {tests[0]}:",
                       _raise("ValueError", spec.name, p.name, must)]
     return lines
+
+
+def clip_order_lines(spec: Spec, loss) -> list[str]:
+    """A ValueError where a clip's bounds, hyperparameters, come in the wrong order at the
+    call (the frameworks disagree there: one raises, others return either bound)."""
+    import sympy as sp
+
+    from . import ir
+
+    names = {p.name for p in spec.params if p.kind != "bool"}
+    lines, seen = [], set()
+    for c in sp.preorder_traversal(loss):
+        if not isinstance(c, ir.Clip):
+            continue
+        lo, hi = c.args[1], c.args[2]
+        syms = {s.name for s in (lo.free_symbols | hi.free_symbols)}
+        if not syms or not syms <= names or (lo, hi) in seen or lo.atoms(sp.Function) or hi.atoms(sp.Function):
+            continue
+        seen.add((lo, hi))
+        lo_c, hi_c = sp.pycode(lo), sp.pycode(hi)
+        shown = sorted(syms)
+        received = " + \", \" + ".join(f'f"{n}={{{n}!r}}"' for n in shown)
+        lines += [f"if not ({lo_c}) <= ({hi_c}):",
+                  f'    raise ValueError("{spec.name}: clip bounds need {lo_c} <= {hi_c}; received: " + {received})']
+    return lines

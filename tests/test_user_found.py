@@ -2,6 +2,7 @@
 "Losses from outside"), each as the smallest spec that showed it, compiled and run in the
 backend where it failed against the reference evaluator."""
 
+import numpy as np
 import pytest
 from tests.codegen_util import case, modules, runners, spec_of
 
@@ -79,3 +80,29 @@ def test_a_variadic_group_as_a_value_is_its_number_of_entries(backend, tmp_path)
     """, "group_value")
     _check(spec, backend, [case(spec, {"N": (2,), "S": (3, 2)}, seed=7), case(spec, {"N": (3,), "S": ()}, seed=8)],
            tmp_path)
+
+
+CLIP_PARAMS = """
+    name: clip_params
+    summary: s.
+    inputs:
+      x: {dtype: float, shape: [N, C]}
+    params:
+      lo: {default: -1.0}
+      hi: {default: 1.0}
+    formula: |
+      loss = sum(clip(x, lo, hi), axis=C)
+"""
+
+
+@pytest.mark.parametrize("backend", ["paddle", "mindspore"])
+def test_clip_bounds_in_the_wrong_order_are_a_value_error(backend, tmp_path):
+    """clip(x, lo, hi) with lo > hi at the call: Paddle raised, MindSpore returned hi, JAX
+    something else, the reference lo. The generated _check now refuses it by name."""
+    pytest.importorskip(backend)
+    spec = spec_of(CLIP_PARAMS, "clip_params")
+    mod = modules(spec, tmp_path)[backend]
+    x = runners()[backend].tensor(np.ones((2, 3)), "float32")
+    with pytest.raises(ValueError, match=r"clip_params: clip bounds need lo <= hi; received: hi=-1.0, lo=1.0"):
+        mod.clip_params(x, lo=1.0, hi=-1.0)
+    _check(spec, backend, [case(spec, {"N": (2,), "C": (3,)}, seed=11)], tmp_path)
