@@ -123,6 +123,19 @@ class Clip(sp.Function):
         return sp.Min(sp.Max(self.args[0], self.args[1]), self.args[2])._eval_evalf(prec)
 
 
+def decided(c):
+    """sp.true or sp.false for a condition without symbols or tensors that SymPy left
+    unevaluated (`sigmoid(0) > 0`: losscc's functions of numbers stay symbolic), else c."""
+    if c in (sp.true, sp.false) or not isinstance(c, sp.Basic) or c.free_symbols or c.has(TensorOp):
+        return c
+    try:
+        out = c.replace(lambda n: isinstance(n, sp.Function) and n.is_number and not isinstance(n, sp.Piecewise),
+                        lambda n: sp.Float(n.evalf(30), 30))
+    except (TypeError, ValueError):  # pragma: no cover - a function SymPy cannot evaluate
+        return c
+    return out if out in (sp.true, sp.false) else c
+
+
 class Where(sp.Function):
     """where(c, a, b) made by the compiler's guards.  Unlike Piecewise, SymPy never
     simplifies it away (a guard inside a branch with the same condition is the point)."""
@@ -131,6 +144,7 @@ class Where(sp.Function):
 
     @classmethod
     def eval(cls, c, a, b):  # a condition decided where a default or a range was substituted
+        c = decided(c)
         if c is sp.true:
             return a
         if c is sp.false:

@@ -109,7 +109,16 @@ class OperatorLowering:
         return self.call("clip", x=self.value(x), lo=lo_c, hi=hi_c)
 
     def _lower_Piecewise(self, e: sp.Piecewise) -> tuple[str, int]:
-        pairs = list(e.args)
+        pairs = []
+        for pair in e.args:  # conditions on numbers alone (sigmoid(0) > 0) decided here
+            c = ir.decided(pair.cond)
+            if c is sp.false:
+                continue
+            pairs.append(sp.functions.elementary.piecewise.ExprCondPair(pair.expr, c))
+            if c is sp.true:
+                break
+        if len(pairs) == 1 and pairs[0].cond is sp.true:
+            return self.emit(pairs[0].expr)
         for k, pair in enumerate(pairs):
             s = self.static_part(pair.cond)
             if s is not None:  # a condition partly on hyperparameters: decided in Python first

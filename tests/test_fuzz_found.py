@@ -163,3 +163,25 @@ def test_a_condition_on_a_hyperparameter_through_a_function_under_jit(backend, t
                               ("graph",), cases + [high])
     assert all(r.ok for r in rows), [r.failures[:2] for r in rows]
     assert all(r.cases == 2 for r in rows)
+
+
+@pytest.mark.parametrize("backend", ["paddle", "mindspore"])
+def test_a_guard_whose_condition_is_a_number(backend, tmp_path):
+    """sqrt(sigmoid(x - x)): the sqrt guard's condition `sigmoid(0) > 0` has no symbol, but
+    SymPy leaves losscc's functions of numbers unevaluated, so it was lowered as a Python
+    bool into a tensor select (MindSpore's Select refused it, Paddle read its .shape)."""
+    pytest.importorskip(backend)
+    spec = spec_of("""
+        name: number_guard
+        summary: s.
+        inputs:
+          x: {dtype: float, shape: [N]}
+          g: {dtype: float, shape: [N]}
+          w: {dtype: float, shape: [N], optional: true}
+        formula: |
+          loss = w * (sqrt(sigmoid(x - x)) + g)
+    """, "number_guard")
+    given = case(spec, {"N": (3,)}, seed=12)
+    left_out = case(spec, {"N": (4,)}, seed=13)
+    left_out.inputs["w"] = None
+    _check(spec, backend, [given, left_out], tmp_path)
