@@ -229,7 +229,9 @@ class OperatorLowering:
         return self.where_codes(self.value(c), self.value(a), yb, self.scalar_like(a), b_s)
 
     def where_codes(self, cc: str, xa: str, yb: str, a_s: bool, b_s: bool) -> str:
-        if not self.b.where_scalars:
+        # two Python numbers: a backend that rounds them to float32 (wrap_scalars) selects in
+        # float32, so they become tensors of the dtype as where it takes no scalars
+        if not self.b.where_scalars or (a_s and b_s and self.b.wrap_scalars):
             if a_s and b_s:
                 cc = self.tensor_code(cc)
                 xa = self.tensor_code(self.op("full", shape=f"{cc}.shape", value=xa, dtype=self.dtype()))

@@ -185,3 +185,21 @@ def test_a_guard_whose_condition_is_a_number(backend, tmp_path):
     left_out = case(spec, {"N": (4,)}, seed=13)
     left_out.inputs["w"] = None
     _check(spec, backend, [given, left_out], tmp_path)
+
+
+def test_a_select_between_two_numbers_in_float64_in_mindspore(tmp_path):
+    """where(c, 1.0, 0.5) with Python numbers: MindSpore makes a float32 tensor of them, so
+    softplus of it lost float64 accuracy (2e-10 relative). Both become tensors of the dtype."""
+    pytest.importorskip("mindspore")
+    spec = spec_of("""
+        name: number_select
+        summary: s.
+        inputs:
+          z: {dtype: float, shape: [N, C]}
+          y: {dtype: float, shape: [N]}
+          lab: {dtype: int, shape: [N], domain: "[0, C)"}
+        formula: |
+          w = where(argmin(stop_gradient(z), axis=C) == lab, 1.0, 0.5)
+          loss = y * softplus(w)
+    """, "number_select")
+    _check(spec, "mindspore", [case(spec, {"N": (4,), "C": (3,)}, seed=14)], tmp_path)
