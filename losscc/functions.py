@@ -178,7 +178,9 @@ FUNCTIONS: tuple[Function, ...] = (
     Function("min", "min(a, b, ...)", "variadic", "smallest argument", nargs=None,
              build=lambda *a: sp.Min(*a, evaluate=False), node=sp.Min, reference=METHOD,
              ops=("minimum", "clip_max"), range=Range(positive="all", nonneg="all", bounded="all")),
-    Function("clip", "clip(x, lo, hi)", "clip", "x limited to [lo, hi]; lo and hi are constants or parameters",
+    Function("clip", "clip(x, lo, hi)", "clip", "x limited to [lo, hi]; lo and hi are constants or parameters, "
+             "lo <= hi (E225 at compile time for numbers and defaults; a ValueError from the generated "
+             "`_check` at a call)",
              nargs=3, build=ir.Clip, node=ir.Clip, reference=METHOD, ops=("clip",),
              range=Range(positive="lo", nonneg="lo", bounded="numbers")),
     _sugar("where", "where(cond, a, b)", "where", "a where cond holds, else b (also `a if cond else b`)",

@@ -263,7 +263,7 @@ class Lowerer(OperatorLowering):
             return False
         if isinstance(c, sp.Symbol) and self.typeof(c).dtype != "bool":
             return False
-        if c.atoms(sp.Function):  # log1p(p) > 1 is a framework op: a traced value under jax.jit
+        if c.atoms(sp.Function):  # log1p(p) > 1 calls a framework op: a traced value under a jit
             return False
         params = {self.prog.symbols[p.name] for p in self.prog.spec.params}
         return bool(c.free_symbols) and c.free_symbols <= params and self.scalar_like(c)
