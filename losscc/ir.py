@@ -126,7 +126,7 @@ class Clip(sp.Function):
 def decided(c):
     """sp.true or sp.false for a condition without symbols or tensors that SymPy left
     unevaluated (`sigmoid(0) > 0`: losscc's functions of numbers stay symbolic), else c."""
-    if c in (sp.true, sp.false) or not isinstance(c, sp.Basic) or not isinstance(c, (sp.Rel, sp.And, sp.Or, sp.Not)):
+    if not isinstance(c, (sp.Rel, sp.And, sp.Or, sp.Not)):  # also sp.true, sp.false
         return c
     if tree_size(c) > EVALUATE_NODES or c.free_symbols or c.has(TensorOp):  # free_symbols walks a DAG as a tree
         return c

@@ -316,11 +316,15 @@ class Lowerer(OperatorLowering):
             return self.call(key, x=self.function_arg(e.args[0]))
         raise NotImplementedError(f"no lowering for {type(e).__name__}")
 
+    def sizes_typed(self) -> bool:
+        """The backend's axis sizes are tensors of the dtype (else Python ints)."""
+        return "dtype" in analyse(self.b.ops["size_value"]).slots
+
     def function_arg(self, e: sp.Expr) -> str:
         """The argument of a function call: of axis sizes only (`log(C + 1)`), a tensor of the
         dtype where the backend's sizes are Python ints, which its functions refuse."""
         code = self.value(e)
-        if _sizes_only(e) and "dtype" not in analyse(self.b.ops["size_value"]).slots and not (
+        if _sizes_only(e) and not self.sizes_typed() and not (
                 self.b.wrap_scalars and any(not _is_f32_exact(float(n)) for n in e.atoms(sp.Float))):
             return self.op("cast", x=code, dtype=self.dtype())
         return code

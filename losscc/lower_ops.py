@@ -259,8 +259,7 @@ class OperatorLowering:
         name = self.need(e.args[0].name)
         if e.args[0].name in self.prog.variadic:  # a group of axes (*S): its number of entries
             name = self.op("group_size", n=name)
-        uses_dtype = "dtype" in analyse(self.b.ops["size_value"]).slots
-        return self.call("size_value", n=name, dtype=self.dtype() if uses_dtype else None)
+        return self.call("size_value", n=name, dtype=self.dtype() if self.sizes_typed() else None)
 
     def _lower_Item(self, e) -> tuple[str, int]:
         return f"{self.wrap(e.args[0], ATOM)}[{int(e.args[1])}]", ATOM
