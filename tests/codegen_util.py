@@ -54,9 +54,11 @@ def case(spec, sizes: dict, seed: int = 0, params: dict | None = None, none: tup
     return CaseData(f"{label}_none{'_'.join(none)}", "test", inputs, p, learn, from_reference=True)
 
 
-def check(spec, mods: dict, cases: list, modes=("eager",), dtypes=("float64",)) -> list:
-    """Every backend's values and gradients for every reduction equal the reference's."""
-    rows = verify.verify_spec(spec, mods, runners(), dtypes, modes, cases)
+def check(spec, mods: dict, cases: list, modes=("eager",), dtypes=("float64",), backends=None) -> list:
+    """Every backend's (or those named's) values and gradients for every reduction equal the
+    reference's."""
+    use = {b: r for b, r in runners().items() if backends is None or b in backends}
+    rows = verify.verify_spec(spec, mods, use, dtypes, modes, cases)
     bad = [(r.backend, r.mode, r.dtype, r.failures[:3]) for r in rows if not r.ok]
     assert not bad, bad
     assert all(r.cases == len(cases) for r in rows)
