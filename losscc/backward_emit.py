@@ -249,7 +249,7 @@ def _path(low: Lowerer, prog, spec, gr, absent: set, gvars: dict, dout: str,
         out_lines = [f"{gvars[n]} = {gvars[n]} * {dout}" for n in out]
         if layout:
             reshape = low.op("reshape", x=dout, shape=layout)
-            return [f'if reduction == "none":', f"    {dout} = {reshape}"] + out_lines
+            return ['if reduction == "none":', f"    {dout} = {reshape}"] + out_lines
         return out_lines
 
     # the reduction: `none` and `sum` scale by dout; a mean by dout over its denominator

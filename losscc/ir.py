@@ -140,9 +140,14 @@ def decided(c):
 
 class Where(sp.Function):
     """where(c, a, b) made by the compiler's guards.  Unlike Piecewise, SymPy never
-    simplifies it away (a guard inside a branch with the same condition is the point)."""
+    simplifies it away (a guard inside a branch with the same condition is the point).
+
+    Commutative by declaration: SymPy derives a function's commutativity from its
+    arguments, and a condition has none, so `x * where(...)` was a non-commutative product,
+    hence not real, and `x * where(...) + w > 0` an invalid comparison."""
 
     nargs = 3
+    is_commutative = True
 
     @classmethod
     def eval(cls, c, a, b):  # a condition decided where a default or a range was substituted

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from . import functions, ir
+from . import functions
 
 BOUND = 50  # |value| at most this is "bounded": exp(value) and value**4 stay finite in float32
 

@@ -190,7 +190,10 @@ class Evaluator:
             if e is sp.pi:
                 return +mpmath.pi
             return mpmath.mpf(float(e))
-        ev = lambda x: self.ev(x, env, memo)
+
+        def ev(x):
+            return self.ev(x, env, memo)
+
         f = functions.of_node(e)
         if f is not None and callable(f.reference):
             return _elementwise(f.reference)(ev(e.args[0]))

@@ -4,7 +4,7 @@ reference evaluator (losscc.reference) on inputs of chosen sizes."""
 from __future__ import annotations
 
 import textwrap
-from functools import cache, lru_cache
+from functools import cache
 
 import numpy as np
 

@@ -73,11 +73,6 @@ CI_MIN_RANK = 0
 KNOWN_BUGS = {
     "internal compiler error on conditions inside min/max/Piecewise (E900)":
         r"internal compiler error \(ValueError: tuple\.index\(x\): x not in tuple\)",
-    "a comparison of a sum of gathers and where()s: SymPy calls it non-real (E203 or E900)":
-        r"Invalid comparison of non-real",
-    "a reduction over an axis of a number (x - x folded to 0): the framework's reduction gets a Python int":
-        r"axis -?\d+ is out of bounds for array of dimension 0|Failed calling Reduce\w+ with|"
-        r"argument 'x' \(position 0\) must be Tensor, but got int",
     "MindSpore float64 result with a float32-sized error (a constant or where() branch in float32)":
         r"^case\d mindspore/float64/\w+: (value|gradient) .* off by \d(\.\d+)?e-0[5-9] \(norm-wise\)",
 }

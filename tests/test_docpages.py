@@ -171,7 +171,6 @@ def test_bad_stability_report_exits_2(tmp_path):
 
 
 def test_page_shows_the_recorded_verify_rows_and_a_changed_spec():
-    from losscc import docresults
 
     huber = _specs(("huber",))[0]
     row = {"backend": "paddle", "dtype": "float32", "mode": "graph", "cases": 7, "max_rel_value": 1.25e-7,

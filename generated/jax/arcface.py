@@ -54,8 +54,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     t_8 = t_6
     t_9 = where(t_8, sqrt(where(t_8, t_7, 1)), sqrt(where(t_3, where(t_6, frozen_2, 1),
         1)))
-    branch = where(easy_margin, where(t_4, target*t_5 - t_4*t_7, target), where(t_6,
-        target*t_5 - t_4*t_9, -margin*t_4 + target))
+    branch = where(easy_margin, where(t_4, target*t_5 - t_7*t_4, target), where(t_6,
+        target*t_5 - t_9*t_4, -margin*t_4 + target))
     logits = where(t_3, scale*branch, scale*cosine)
     picked = log_softmax(logits, axis=C)[label]
     loss = -picked
@@ -263,7 +263,7 @@ def arcface(
             jnp.sqrt(jnp.where(t_3, jnp.where(t_4, frozen_2, 1), 1)),
         )
         branch = jnp.where(
-            t_4, target * jnp.cos(margin) - jnp.sin(margin) * t_7, target
+            t_4, target * jnp.cos(margin) - t_7 * jnp.sin(margin), target
         )
     else:
         target = jnp.take_along_axis(cosine, label, axis=-2)
@@ -278,7 +278,7 @@ def arcface(
             jnp.sqrt(jnp.where(t_8, t_7, 1)),
             jnp.sqrt(jnp.where(t_3, jnp.where(t_6, frozen_2, 1), 1)),
         )
-        branch = jnp.where(t_6, target * t_5 - t_4 * t_9, target - margin * t_4)
+        branch = jnp.where(t_6, target * t_5 - t_9 * t_4, target - margin * t_4)
     logits = jnp.where(t_3, scale * branch, scale * cosine)
     picked = _gather_log_softmax(logits, -2, label)
     loss = -picked

@@ -31,15 +31,15 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     sig = sigmoid(t)
     frozen = stop_gradient(sig)
     t_1 = sig > 0
-    t_2 = target*softplus(t)*where(t_1, where(t_1, sig, 1)**gamma_pos,
-        frozen**gamma_pos)
+    t_2 = target*where(t_1, where(t_1, sig, 1)**gamma_pos,
+        frozen**gamma_pos)*softplus(t)
     p = sigmoid(logits)
     neg_p = min(1, 1 + margin - p)
     t_3 = 1 - neg_p
     frozen_1 = stop_gradient(t_3)
     t_4 = t_3 > 0
-    t_5 = (1 - target)*log(neg_p)*where(t_4, where(t_4, t_3, 1)**gamma_neg,
-        frozen_1**gamma_neg)
+    t_5 = (1 - target)*where(t_4, where(t_4, t_3, 1)**gamma_neg,
+        frozen_1**gamma_neg)*log(neg_p)
     loss = t_2 - t_5
 """
 
@@ -172,8 +172,8 @@ def asymmetric_loss(
     t_1 = sig > 0
     t_2 = (
         target
-        * jax.nn.softplus(t)
         * jnp.where(t_1, jnp.where(t_1, sig, 1) ** gamma_pos, frozen**gamma_pos)
+        * jax.nn.softplus(t)
     )
     p = jax.nn.sigmoid(logits)
     neg_p = _clip(1 + margin - p, hi=1)
@@ -182,8 +182,8 @@ def asymmetric_loss(
     t_4 = t_3 > 0
     t_5 = (
         (1 - target)
-        * jnp.log(neg_p)
         * jnp.where(t_4, jnp.where(t_4, t_3, 1) ** gamma_neg, frozen_1**gamma_neg)
+        * jnp.log(neg_p)
     )
     loss = t_2 - t_5
     if reduction == "none":

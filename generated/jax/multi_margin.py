@@ -17,11 +17,11 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     picked = weight[target]
-    onehot = one_hot(target, C)
     picked_1 = input[target]
     t = input + margin - picked_1
     hinge = where(t > 0, t, 0)
-    total = sum((1 - onehot)*hinge**p, axis=C)
+    onehot = one_hot(target, C)
+    total = sum(hinge**p*(1 - onehot), axis=C)
     loss = picked*total/C
 
     with weight None: loss = total/C
@@ -143,11 +143,11 @@ def multi_margin(input, target, weight=None, *, p=1, margin=1.0, reduction="mean
     target = jnp.reshape(target, (N, 1))
     # specialised: the defaults substituted into the loss
     if weight is None:
-        onehot = jnp.astype(target == jnp.arange(C, dtype=target.dtype), dtype)
         picked = jnp.take_along_axis(input, target, axis=-1)
         t = input - picked + margin
         hinge = jnp.where(t > 0, t, 0)
-        total = jnp.sum((1 - onehot) * hinge**p, axis=-1, keepdims=True)
+        onehot = jnp.astype(target == jnp.arange(C, dtype=target.dtype), dtype)
+        total = jnp.sum(hinge**p * (1 - onehot), axis=-1, keepdims=True)
         loss = total / C
         if reduction == "none":
             result = jnp.reshape(loss, (N,))
@@ -157,11 +157,11 @@ def multi_margin(input, target, weight=None, *, p=1, margin=1.0, reduction="mean
             result = jnp.mean(loss)
     else:
         picked = jnp.take(weight, target)
-        onehot = jnp.astype(target == jnp.arange(C, dtype=target.dtype), dtype)
         picked_1 = jnp.take_along_axis(input, target, axis=-1)
         t = input - picked_1 + margin
         hinge = jnp.where(t > 0, t, 0)
-        total = jnp.sum((1 - onehot) * hinge**p, axis=-1, keepdims=True)
+        onehot = jnp.astype(target == jnp.arange(C, dtype=target.dtype), dtype)
+        total = jnp.sum(hinge**p * (1 - onehot), axis=-1, keepdims=True)
         loss = picked * total / C
         if reduction == "none":
             result = jnp.reshape(loss, (N,))

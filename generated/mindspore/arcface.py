@@ -53,8 +53,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     t_9 = t_7
     t_10 = where(t_9, sqrt(where(t_9, t_8, 1)), sqrt(where(t_4, where(t_7, frozen_2, 1),
         1)))
-    branch = where(easy_margin, where(t_5, target*t_6 - t_5*t_8, target), where(t_7,
-        target*t_6 - t_5*t_10, -margin*t_5 + target))
+    branch = where(easy_margin, where(t_5, target*t_6 - t_8*t_5, target), where(t_7,
+        target*t_6 - t_10*t_5, -margin*t_5 + target))
     logits = where(t_4, scale*branch, scale*cosine)
     picked = log_softmax(logits, axis=C)[label]
     loss = -picked
@@ -257,7 +257,7 @@ def arcface(
             ops.sqrt(ops.where(t_4, ops.where(t_5, frozen_2, 1), 1)),
         )
         branch = ops.where(
-            t_5, target * ops.cos(margin) - ops.sin(margin) * t_8, target
+            t_5, target * ops.cos(margin) - t_8 * ops.sin(margin), target
         )
     else:
         target = ops.gather_elements(cosine, -2, label)
@@ -272,7 +272,7 @@ def arcface(
             ops.sqrt(ops.where(t_9, t_8, 1)),
             ops.sqrt(ops.where(t_4, ops.where(t_7, frozen_2, 1), 1)),
         )
-        branch = ops.where(t_7, target * t_6 - t_5 * t_10, target - margin * t_5)
+        branch = ops.where(t_7, target * t_6 - t_10 * t_5, target - margin * t_5)
     logits = ops.where(t_4, scale * branch, scale * cosine)
     picked = _gather_log_softmax(logits, -2, label)
     loss = -picked

@@ -31,15 +31,15 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     sig = sigmoid(t)
     frozen = stop_gradient(sig)
     t_1 = sig > 0
-    t_2 = target*softplus(t)*where(t_1, where(t_1, sig, 1)**gamma_pos,
-        frozen**gamma_pos)
+    t_2 = target*where(t_1, where(t_1, sig, 1)**gamma_pos,
+        frozen**gamma_pos)*softplus(t)
     p = sigmoid(logits)
     neg_p = min(1, 1 + margin - p)
     t_3 = 1 - neg_p
     frozen_1 = stop_gradient(t_3)
     t_4 = t_3 > 0
-    t_5 = (1 - target)*log(neg_p)*where(t_4, where(t_4, t_3, 1)**gamma_neg,
-        frozen_1**gamma_neg)
+    t_5 = (1 - target)*where(t_4, where(t_4, t_3, 1)**gamma_neg,
+        frozen_1**gamma_neg)*log(neg_p)
     loss = t_2 - t_5
 """
 
@@ -186,8 +186,8 @@ def asymmetric_loss(
     t_1 = sig > 0
     t_2 = (
         target
-        * _softplus(t)
         * ops.where(t_1, ops.where(t_1, sig, 1) ** gamma_pos, frozen**gamma_pos)
+        * _softplus(t)
     )
     p = ops.sigmoid(logits)
     neg_p = ops.clamp(1 + margin - p, max=1)
@@ -196,8 +196,8 @@ def asymmetric_loss(
     t_4 = t_3 > 0
     t_5 = (
         (1 - target)
-        * ops.log(neg_p)
         * ops.where(t_4, ops.where(t_4, t_3, 1) ** gamma_neg, frozen_1**gamma_neg)
+        * ops.log(neg_p)
     )
     loss = t_2 - t_5
     if reduction == "none":

@@ -17,11 +17,11 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     picked = weight[target]
-    onehot = one_hot(target, C)
     picked_1 = input[target]
     t = input + margin - picked_1
     hinge = where(t > 0, t, 0)
-    total = sum((1 - onehot)*hinge**p, axis=C)
+    onehot = one_hot(target, C)
+    total = sum(hinge**p*(1 - onehot), axis=C)
     loss = picked*total/C
 
     with weight None: loss = total/C
@@ -143,11 +143,11 @@ def multi_margin(input, target, p=1, margin=1.0, weight=None, reduction="mean"):
     target = ops.reshape(target, (N, 1))
     # specialised: the defaults substituted into the loss
     if weight is None:
-        onehot = ops.cast(target == ops.arange(C, dtype=target.dtype), dtype)
         picked = ops.gather_elements(input, -1, target)
         t = input - picked + margin
         hinge = ops.where(t > 0, t, 0)
-        total = ops.sum((1 - onehot) * hinge**p, -1, keepdim=True)
+        onehot = ops.cast(target == ops.arange(C, dtype=target.dtype), dtype)
+        total = ops.sum(hinge**p * (1 - onehot), -1, keepdim=True)
         loss = total / C
         if reduction == "none":
             result = ops.reshape(loss, (N,))
@@ -157,11 +157,11 @@ def multi_margin(input, target, p=1, margin=1.0, weight=None, reduction="mean"):
             result = loss.sum() / loss.size
     else:
         picked = ops.gather(ops.reshape(weight, (-1,)), target, 0)
-        onehot = ops.cast(target == ops.arange(C, dtype=target.dtype), dtype)
         picked_1 = ops.gather_elements(input, -1, target)
         t = input - picked_1 + margin
         hinge = ops.where(t > 0, t, 0)
-        total = ops.sum((1 - onehot) * hinge**p, -1, keepdim=True)
+        onehot = ops.cast(target == ops.arange(C, dtype=target.dtype), dtype)
+        total = ops.sum(hinge**p * (1 - onehot), -1, keepdim=True)
         loss = picked * total / C
         if reduction == "none":
             result = ops.reshape(loss, (N,))

@@ -54,8 +54,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     t_11 = t_9
     t_12 = where(t_11, sqrt(where(t_11, t_9, 1)), sqrt(where(t_5, where(t_8, frozen_2,
         1), 1)))
-    branch = where(easy_margin, where(t_6, target*t_7 - t_6*t_10, target), where(t_8,
-        target*t_7 - t_6*t_12, -margin*t_6 + target))
+    branch = where(easy_margin, where(t_6, target*t_7 - t_10*t_6, target), where(t_8,
+        target*t_7 - t_12*t_6, -margin*t_6 + target))
     logits = where(t_5, scale*branch, scale*cosine)
     picked = log_softmax(logits, axis=C)[label]
     loss = -picked
@@ -268,7 +268,7 @@ def arcface(
             paddle.sqrt(paddle.where(t_5, t_8, paddle.full_like(t_8, 1))),
         )
         branch = paddle.where(
-            t_6, target * paddle.cos(margin) - paddle.sin(margin) * t_10, target
+            t_6, target * paddle.cos(margin) - t_10 * paddle.sin(margin), target
         )
     else:
         target = paddle.take_along_axis(cosine, label, axis=-2, broadcast=False)
@@ -284,7 +284,7 @@ def arcface(
             paddle.sqrt(paddle.where(t_11, t_9, paddle.full_like(t_9, 1))),
             paddle.sqrt(paddle.where(t_5, t_10, paddle.full_like(t_10, 1))),
         )
-        branch = paddle.where(t_8, target * t_7 - t_6 * t_12, target - margin * t_6)
+        branch = paddle.where(t_8, target * t_7 - t_12 * t_6, target - margin * t_6)
     logits = paddle.where(t_5, scale * branch, scale * cosine)
     picked = _gather_log_softmax(logits, -2, label)
     loss = -picked

@@ -38,7 +38,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     frozen_1 = stop_gradient(t_3)
     t_4 = t_3 > 0
     t_5 = where(t_4, where(t_4, t_3, 1)**gamma_neg, frozen_1**gamma_neg)
-    loss = target*softplus(t)*t_2 - (1 - target)*log(neg_p)*t_5
+    loss = target*t_2*softplus(t) - (1 - target)*t_5*log(neg_p)
 """
 
 import paddle
@@ -184,7 +184,7 @@ def asymmetric_loss(
         paddle.where(t_4, t_3, paddle.full_like(t_3, 1)) ** gamma_neg,
         frozen_1**gamma_neg,
     )
-    loss = target * _softplus(t) * t_2 - (1 - target) * paddle.log(neg_p) * t_5
+    loss = target * t_2 * _softplus(t) - (1 - target) * t_5 * paddle.log(neg_p)
     if reduction == "none":
         result = loss
     elif reduction == "sum":

@@ -17,11 +17,11 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     picked = weight[target]
-    onehot = one_hot(target, C)
     picked_1 = input[target]
     t = input + margin - picked_1
     hinge = where(t > 0, t, 0)
-    total = sum((1 - onehot)*hinge**p, axis=C)
+    onehot = one_hot(target, C)
+    total = sum(hinge**p*(1 - onehot), axis=C)
     loss = picked*total/C
 
     with weight None: loss = total/C
@@ -171,11 +171,11 @@ def multi_margin(
     target = paddle.reshape(target, (N, 1))
     # specialised: the defaults substituted into the loss
     if weight is None:
-        onehot = paddle.cast(target == paddle.arange(C, dtype=target.dtype), dtype)
         picked = paddle.take_along_axis(input, target, axis=-1, broadcast=False)
         t = input - picked + margin
         hinge = paddle.where(t > 0, t, paddle.full_like(t, 0))
-        total = paddle.sum((1 - onehot) * hinge**p, axis=-1, keepdim=True)
+        onehot = paddle.cast(target == paddle.arange(C, dtype=target.dtype), dtype)
+        total = paddle.sum(hinge**p * (1 - onehot), axis=-1, keepdim=True)
         loss = total / paddle.full([], C, dtype=dtype)
         if reduction == "none":
             result = paddle.reshape(loss, (N,))
@@ -185,11 +185,11 @@ def multi_margin(
             result = loss.mean()
     else:
         picked = paddle.take(weight, target)
-        onehot = paddle.cast(target == paddle.arange(C, dtype=target.dtype), dtype)
         picked_1 = paddle.take_along_axis(input, target, axis=-1, broadcast=False)
         t = input - picked_1 + margin
         hinge = paddle.where(t > 0, t, paddle.full_like(t, 0))
-        total = paddle.sum((1 - onehot) * hinge**p, axis=-1, keepdim=True)
+        onehot = paddle.cast(target == paddle.arange(C, dtype=target.dtype), dtype)
+        total = paddle.sum(hinge**p * (1 - onehot), axis=-1, keepdim=True)
         loss = picked * total / paddle.full([], C, dtype=dtype)
         if reduction == "none":
             result = paddle.reshape(loss, (N,))
