@@ -5,8 +5,9 @@ output tree holds nothing it refuses does it write (:mod:`losscc.outtree`: tempo
 files moved into place, no link followed, an flock on the output folder).  It never
 overwrites or deletes a file that lacks the losscc header.  ``check`` compares the same
 in-memory tree with the committed one, ignoring only the ``losscc-version`` header line.
-A run on some specs (or some backends) touches only their files; each package
-``__init__`` still lists every spec of the configured specs folder.
+A run on some specs (or some backends) touches only their files; its package
+``__init__`` lists those specs and every other module the output already holds (of the
+configured specs folder, when it has specs), so it never imports a missing module.
 """
 
 from __future__ import annotations
@@ -90,6 +91,14 @@ def package_names(project: Project, specs: list[Spec]) -> list[str]:
         names |= {q.stem for q in folder.glob("*.yaml")
                   if SPEC_NAME.fullmatch(q.stem) and inside(project.root, q) and q.is_file()}
     return sorted(names)
+
+
+def subset_package(folder: list[str], specs: list[Spec], present: set[str]) -> list[str]:
+    """The modules a subset run's ``__init__`` lists: the specs compiled, and the modules the
+    output already holds -- those of the configured specs folder when it has any (an extra
+    generated file stays out, as in a full run), else every generated one."""
+    keep = present & set(folder) if folder else present
+    return sorted({s.name for s in specs} | {n for n in keep if SPEC_NAME.fullmatch(n)})
 
 
 def display_path(path: Path) -> str:
@@ -230,8 +239,8 @@ def internal_error(spec: Spec, exc: Exception) -> Diagnostic:
 def render_tree(specs: list[Spec], backends: tuple[Backend, ...] | None = None,
                 problems: list | None = None, package: list[str] | None = None) -> dict[str, str]:
     """All generated files, relative path -> text; raise SpecError with every problem
-    (including `problems` found by earlier stages).  `package`: the module names each
-    backend's ``__init__`` lists (default: those of `specs`)."""
+    (including `problems` found by earlier stages).  `package`: backend name -> the module
+    names its ``__init__`` lists (default: those of `specs`)."""
     backends = backends or all_backends()
     files: dict[str, str] = {}
     problems = list(problems or [])
@@ -248,8 +257,8 @@ def render_tree(specs: list[Spec], backends: tuple[Backend, ...] | None = None,
             problems.append(internal_error(spec, exc))
     if problems:
         raise SpecError(problems)
-    names = package if package is not None else [spec.name for spec in specs]
     for backend in backends:
+        names = package[backend.name] if package is not None else [spec.name for spec in specs]
         modules = [(name, backend.exports({"function": name, "class": class_name(name)})) for name in names]
         losses = [(name, class_name(name)) for name, exported in modules if class_name(name) in exported]
         files[f"{backend.name}/__init__.py"] = render_init(backend.name, modules, losses)
@@ -342,9 +351,12 @@ def build(project: Project, spec_args: list[str], output: str | None = None, eps
     chosen = tuple(get_backend(b) for b in (backends or project.backends))
     # the whole tree is in scope when the run covers every spec of the configured folder and
     # every configured backend, however they were named (`check specs`, `--backend` each)
-    covered = {s.name for s in specs} >= set(package_names(project, []))
+    folder = package_names(project, [])
+    covered = bool(folder) and {s.name for s in specs} >= set(folder)
     full = (not spec_args or covered) and {b.name for b in chosen} >= set(project.backends)
-    files = render_tree(specs, chosen, problems=problems, package=None if full else package_names(project, specs))
+    package = None if full else {b.name: subset_package(folder, specs, outtree.generated_modules(out, b.name))
+                                 for b in chosen}
+    files = render_tree(specs, chosen, problems=problems, package=package)
     return Build(files, specs, chosen, full, out, project_relative(root, out) if inside(root, out) else out.as_posix())
 
 

@@ -149,6 +149,27 @@ def _open_dir(name: str, dir_fd: int) -> int | None:
         return None
 
 
+def generated_modules(out: Path, backend: str) -> set[str]:
+    """The modules of `out`/`backend` that losscc wrote (regular ``.py`` files with the
+    header, ``__init__`` aside), read without following a link; empty when there is none."""
+    try:
+        out_fd = os.open(out, _DIR)
+    except OSError:
+        return set()
+    try:
+        bfd = _open_dir(backend, out_fd)
+        if bfd is None:
+            return set()
+        try:
+            return {e.name[:-3] for e in _entries(bfd, backend)
+                    if e.name.endswith(".py") and e.name != "__init__.py" and e.is_file(follow_symlinks=False)
+                    and _has_header(e.name, bfd)}
+        finally:
+            os.close(bfd)
+    finally:
+        os.close(out_fd)
+
+
 def _related(name: str, modules: set[str] | None) -> bool:
     """Whether an entry can stand in for one of `modules` (None: every entry counts)."""
     return modules is None or name == "__pycache__" or name.split(".")[0] in modules
