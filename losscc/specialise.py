@@ -167,7 +167,10 @@ def specialise_values(ctx: Context, general, rerun):
         if p not in base.free_symbols:
             continue
         zero = _at_zero(base, p)
-        zero = zero if _cost(zero) < _cost(base) and p not in zero.free_symbols else None
+        # a substitution SymPy evaluates to zoo or nan (log(0**1.5) is zoo, not -inf) has no
+        # lowering: that side keeps the general program
+        finite = not zero.has(sp.zoo, sp.nan, sp.oo, -sp.oo)
+        zero = zero if finite and _cost(zero) < _cost(base) and p not in zero.free_symbols else None
         ranges = Ranges(prog)
         ranges._symbols = {**ranges._symbols, par.name: facts(True, True)}
         out = rerun(ranges)

@@ -229,3 +229,20 @@ def test_a_comparison_of_a_product_with_a_select(backend, tmp_path):
           loss = where(t > 0.5, t, -t) + max(where(t > 0, t, 1.0), min(t, 2.0))
     """, "select_product")
     _check(spec, backend, [case(spec, {"N": (4,), "C": (3,)}, seed=15)], tmp_path)
+
+
+def test_a_zero_specialisation_that_sympy_makes_complex_infinity(tmp_path):
+    """`log(one ** 1.5)` with `min: 0`: the `one == 0` side of the value split was
+    log(0) = zoo, which has no lowering (E900); that side keeps the general program."""
+    pytest.importorskip("paddle")
+    spec = spec_of("""
+        name: zero_split
+        summary: s.
+        inputs:
+          x: {dtype: float, shape: [N]}
+        params:
+          one: {default: 0.25, min: 0.0}
+        formula: |
+          loss = log(one ** 1.5) + x
+    """, "zero_split")
+    _check(spec, "paddle", [case(spec, {"N": (3,)}, seed=16)], tmp_path)
