@@ -125,6 +125,7 @@ class Check:
     norm_err: float = 0.0
     rel_err: float | None = 0.0  # None: no per-element check ran (--norm-only, a library's gradient)
     problem: str = ""
+    per_element: bool = False    # failed the per-element check alone (the norm-wise one passed)
 
 
 def _fmt_index(idx, shape) -> str:
@@ -211,7 +212,7 @@ def check(actual, expected, dtype: str, quantity: str = "value", mask=None, rtol
         t = tuple(positions[k])
         what = f"relative error {rel[k]:.3g}" if normal[k] else f"absolute error {err[k]:.3g} (expected value subnormal or 0)"
         cond = f" x condition {condition:.3g}" if condition > 1 else ""
-        return Check(False, norm_err, rel_err,
+        return Check(False, norm_err, rel_err, per_element=True, problem=
                      f"{what} at element {_fmt_index(positions[k], e.shape)}: got {_describe(a[t])}, "
                      f"expected {_describe(float(ef[k]))}{' (reference)' if truth is not None else ''} (bound {bound[k]:.3g}: per-element {quantity} rtol "
                      f"{rtol_el:.3g}{cond}, floor {fl[k]:.3g})")
@@ -316,11 +317,22 @@ def _items(prog, case, vals, grads, exp_vals, exp_grads, kinks, reds, dtype=None
     return out
 
 
+def _with_condition(c: Check, name: str, grad_cond, redo) -> Check:
+    """A gradient that failed the per-element check alone, checked again with its floor raised
+    to its own condition (`grad_cond(name)`: reference.gradient_condition, computed only
+    here, where the largest entry of the array is not floor enough)."""
+    if c.ok or not c.per_element or grad_cond is None:
+        return c
+    extra = grad_cond(name)
+    return c if extra is None else redo(extra)
+
+
 def _extreme_check(case, vals, grads, exp_vals, exp_grads, kinks, dtype, reds, row=None, prog=None,
-                   strict: bool = False) -> list[str]:
+                   strict: bool = False, grad_cond=None) -> list[str]:
     """Extreme inputs: every value and gradient finite wherever the reference, rounded to the
     computation dtype, is finite; and equal to it there, by :func:`check` (norm-wise atol ten
-    times the ordinary one, no input magnitude: the inputs are extreme on purpose)."""
+    times the ordinary one, no input magnitude: the inputs are extreme on purpose).
+    `grad_cond(name)`: the gradient's own condition, for :func:`_with_condition`."""
     fails = []
     for quantity, name, got, w, skip, cond, floor, _ in _items(prog, case, vals, grads, exp_vals, exp_grads,
                                                                kinks, reds, dtype):
@@ -329,8 +341,13 @@ def _extreme_check(case, vals, grads, exp_vals, exp_grads, kinks, dtype, reds, r
             got = np.asarray(got, dtype=float).reshape(np.shape(w))
         keep = np.isfinite(w) if skip is None else ~np.broadcast_to(skip, np.shape(w))
         big = float(np.max(np.abs(np.asarray(w)[keep]), initial=0.0))
-        c = check(got, w, dtype, quantity, skip, magnitude=10 * max(1.0, big), condition=cond, floor=floor,
-                  truth=None if strict else False)
+        def run(fl, got=got, w=w, quantity=quantity, skip=skip, big=big, cond=cond):
+            return check(got, w, dtype, quantity, skip, magnitude=10 * max(1.0, big), condition=cond, floor=fl,
+                         truth=None if strict else False)
+        c = run(floor)
+        if quantity == "gradient":
+            c = _with_condition(c, name, grad_cond, lambda g, run=run, floor=floor, w=w: run(
+                np.maximum(floor, np.reshape(g, np.shape(w)))))
         if row is not None:
             _note(row, quantity, c)
         if not c.ok:
@@ -349,7 +366,7 @@ def _note(row, quantity: str, c: Check) -> None:
 
 
 def _check_case(row, case: CaseData, vals, grads, exp_vals, exp_grads, kinks, dtype, reds,
-                prog=None, truth=None, strict: bool = False) -> list[str]:
+                prog=None, truth=None, strict: bool = False, grad_cond=None) -> list[str]:
     """The ordinary comparison of one case's values (every reduction) and gradients."""
     fails = []
     mag = _magnitude(case)
@@ -357,8 +374,13 @@ def _check_case(row, case: CaseData, vals, grads, exp_vals, exp_grads, kinks, dt
                                                                    kinks, reds, truth=truth):
         if quantity == "gradient" and mask is not None:
             row.skipped_kinks += int(np.sum(mask))
-        c = check(got, want, dtype, quantity, mask, rtol=case.rtol if quantity == "value" else None,
-                  magnitude=mag, condition=cond, floor=floor, truth=tv if strict else False)
+        def run(fl, got=got, want=want, quantity=quantity, mask=mask, cond=cond, tv=tv):
+            return check(got, want, dtype, quantity, mask, rtol=case.rtol if quantity == "value" else None,
+                         magnitude=mag, condition=cond, floor=fl, truth=tv if strict else False)
+        c = run(floor)
+        if quantity == "gradient":
+            c = _with_condition(c, name, grad_cond, lambda g, run=run, floor=floor, want=want: run(
+                np.maximum(floor, np.reshape(g, np.shape(want)))))
         _note(row, quantity, c)
         if not c.ok:
             fails.append(f"{case.id}: {'value (' + name + ')' if quantity == 'value' else 'gradient d/d' + name} "

@@ -30,7 +30,8 @@ from .refarrays import Layout, infer_sizes, place, to_mp
 from .refeval import Evaluator
 
 _place = place  # the name compare.py reads
-__all__ = ["DPS", "Evaluator", "Layout", "Reference", "digits_for", "infer_sizes", "reference", "to_mp"]
+__all__ = ["DPS", "Evaluator", "Layout", "Reference", "digits_for", "gradient_condition", "infer_sizes", "reference",
+           "to_mp"]
 
 DPS = 40
 _H = mpmath.mpf(10) ** -15  # relative step of the differences
@@ -109,3 +110,71 @@ def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None 
             grads[name] = g
             kinks[name] = kink
         return Reference(values, grads, kinks)
+
+
+_EXACT_CONDITION = 48  # entries up to which gradient_condition forms the whole Hessian (2 n^2 runs)
+
+
+def gradient_condition(prog: Program, inputs: dict, params: dict, learnable: dict | None, names: list[str],
+                       probes: int = 4, max_dps: int | None = None) -> dict:
+    """The gradient's own condition, per entry: C_i = sum_j |x_j * dg_i/dx_j| (g the gradient
+    of the summed loss, j over every entry of the inputs and learnables in `names`).  A
+    gradient computed in a dtype of precision eps from its exact inputs is at best as
+    accurate as g at inputs moved by eps relative, eps * C_i (backward stability), as the
+    value's S_i is for values; at equal inputs of `1 - cos` g is 0 and C_i ~ 1/|x|.
+    Up to _EXACT_CONDITION entries the whole Hessian is formed, from mixed central
+    differences of the loss with the selections frozen at the unperturbed point (as for the
+    gradient), at 30 more digits; beyond, each of `probes` probes gives
+    |sum_j x_j H_ij r_j| <= C_i for a fixed random r in [-1, 1]^n, and the largest is
+    returned (a lower bound).  Non-finite results count 0 (no allowance)."""
+    learnable = learnable or {}
+    dps = min(digits_for(inputs, learnable), max_dps or limits.MAX_REFERENCE_DPS) + 30
+    with mpmath.workdps(dps):
+        ev = Evaluator(prog, inputs, params, learnable)
+        ev.run()  # the selections at the unperturbed point
+        base = {n: to_mp(np.asarray(learnable[n] if n in learnable else inputs[n], dtype=float)) for n in names}
+        entries = [(n, k) for n in names for k in np.ndindex(base[n].shape)]
+        steps = {e: _H * max(1, abs(base[e[0]][e[1]])) for e in entries}
+
+        def loss_at(moves) -> np.ndarray:
+            """The per-element loss with `moves` ({name: array of offsets}) added to the point."""
+            cur_in, cur_l = dict(inputs), dict(ev.learnable)
+            for n in names:
+                (cur_l if n in learnable else cur_in)[n] = base[n] + moves[n] if n in moves else base[n]
+            got = ev.run(inputs=cur_in, learnable=cur_l, freeze=True)["none"]
+            return np.asarray(got, dtype=object).reshape(-1)
+
+        def unit(e, size):
+            d = np.zeros(base[e[0]].shape, dtype=object)
+            d[e[1]] = size
+            return d
+
+        def second(e, move: dict, t) -> mpmath.mpf:
+            """d/dx_e of the derivative along `move` (a dict of offsets of size t): a mixed difference."""
+            acc = None
+            for si, st in ((1, 1), (1, -1), (-1, 1), (-1, -1)):
+                offs = {n: st * a for n, a in move.items()}
+                offs[e[0]] = offs.get(e[0], 0) + si * unit(e, steps[e])
+                term = loss_at(offs) * (si * st)
+                acc = term if acc is None else acc + term
+            return mpmath.fsum(acc) / (4 * steps[e] * t)
+
+        def finite(x) -> float:
+            v = abs(float(x)) if mpmath.isfinite(x) else 0.0
+            return v if np.isfinite(v) else 0.0
+
+        out = {n: np.zeros(base[n].shape) for n in names}
+        if len(entries) <= _EXACT_CONDITION:
+            for a, ea in enumerate(entries):
+                for eb in entries[a:]:
+                    hab = second(ea, {eb[0]: unit(eb, steps[eb])}, steps[eb])  # H[ea, eb] = H[eb, ea]
+                    out[ea[0]][ea[1]] += finite(base[eb[0]][eb[1]] * hab)
+                    if eb != ea:
+                        out[eb[0]][eb[1]] += finite(base[ea[0]][ea[1]] * hab)
+            return out
+        rng = np.random.default_rng(0)
+        for _ in range(probes):
+            move = {n: _H * base[n] * to_mp(rng.uniform(-1.0, 1.0, size=base[n].shape)) for n in names}
+            for e in entries:
+                out[e[0]][e[1]] = max(out[e[0]][e[1]], finite(second(e, move, _H)))
+        return out

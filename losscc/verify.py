@@ -39,7 +39,7 @@ from .backends import get as get_backend
 from .backends import names as backend_names
 from .errors import SpecError
 from .parse import build_program
-from .reference import reference
+from .reference import gradient_condition, reference
 from .spec import Spec
 
 MODES = ("eager", "graph")
@@ -135,11 +135,16 @@ def _exact32(case: CaseData) -> bool:
     return all(np.array_equal(a.astype(np.float32).astype(float), a) for a in arrays)
 
 
+def exp_names(prog, case: CaseData) -> list[str]:
+    """The inputs and learnables whose gradients a case compares."""
+    names = [i.name for i in prog.spec.inputs
+             if i.dtype == "float" and not i.optional and case.inputs.get(i.name) is not None]
+    return names + [lr.name for lr in prog.spec.learnable]
+
+
 def expectations(prog, case: CaseData):
     """Expected values and gradients (and kink masks) for a case, from the reference where needed."""
-    diff_names = [i.name for i in prog.spec.inputs
-                  if i.dtype == "float" and not i.optional and case.inputs.get(i.name) is not None]
-    diff_names += [lr.name for lr in prog.spec.learnable]
+    diff_names = exp_names(prog, case)
     need_ref = case.from_reference or not case.grads
     kinks = {}
     exp_vals, exp_grads = dict(case.expected), dict(case.grads)
@@ -188,6 +193,19 @@ def verify_spec(spec: Spec, modules: dict, runners: dict, dtypes, modes, cases: 
             # hand-written and library values check the formula; the per-element check
             # compares with the reference's values at the same inputs
             truths[id(c)] = reference(prog, c.inputs, c.params, c.learnable, []).values
+    conditions: dict = {}
+
+    def grad_cond(case: CaseData):
+        """name -> the gradient's own condition for `case` (computed once, when first needed)."""
+        def get(name):
+            if id(case) not in conditions:
+                names = exp_names(prog, case)
+                conditions[id(case)] = gradient_condition(
+                    prog, case.inputs, case.params, case.learnable, names,
+                    max_dps=120 if case.source == "extreme" else None)
+            return conditions[id(case)].get(name)
+        return get if (case.from_reference or not case.grads) else None
+
     for backend, runner in runners.items():
         mod = modules[backend]
         for dtype in dtypes:
@@ -205,10 +223,10 @@ def verify_spec(spec: Spec, modules: dict, runners: dict, dtypes, modes, cases: 
                     row.cases += 1
                     if case.source == "extreme":
                         row.failures += _extreme_check(case, vals, grads, exp_vals, exp_grads, kinks, dtype,
-                                                       reds, row, prog, strict)
+                                                       reds, row, prog, strict, grad_cond(case))
                     else:
                         row.failures += _check_case(row, case, vals, grads, exp_vals, exp_grads, kinks, dtype,
-                                                    reds, prog, truths.get(id(case)), strict)
+                                                    reds, prog, truths.get(id(case)), strict, grad_cond(case))
                 rows.append(row)
                 if progress:
                     progress(row)

@@ -15,66 +15,33 @@ from __future__ import annotations
 import re
 
 # the reasons, named once (docs/verify.md, "What still fails")
-CONDITION = ("the gradient's own condition: the floor is the array's largest expected entry, "
-             "which does not count how much the gradient moves when its inputs round")
-CENTRAL = ("the reference gradient is a central difference whose truncation error (~1e-26) "
-           "is where the true gradient is 0")
+UNSTABLE = ("a well-conditioned gradient computed unstably: autograd's chain rule sums terms far "
+            "larger than the gradient (mape's d/dt of (t - x) / |t| is 1/|t| - (t - x) / t**2, two "
+            "terms of 1/|t| that cancel to x / t**2), which the gradient's own condition does not "
+            "excuse; only a backward that cancels them symbolically before rounding would pass")
 UNDERFLOW = "float32 underflow inside the framework's backward (a gradient below 1e-30 comes out 0)"
 SUBNORMAL = "a value or gradient that is subnormal in float32, rounded differently by each kernel"
-
-POWER = "cosine_distance at inputs of 1e18: the gradient of N**-1/2, N**-3/2, underflows float32"
-BOXES = ("box losses at identical, nearly identical and 1e18-sized boxes: values of inverted "
-         "boxes (x1 > x2, which the suite's free draws give and the specs exclude) cancel two "
-         "terms of size 1 to eps / A; gradients at identical boxes are sums of autograd "
-         "contributions of size h / I that cancel (the gradient's own condition, float64 too "
-         "with valid boxes)")
+NORM = ("inputs of 1e18: the gradient of a normalisation (x / |x|, N**-1/2, DIoU's rho**2 / c**2) "
+        "holds |x|**-3 or c**-4 (1e-54, 1e-72), which underflows float32")
+BOXES = ("GIoU of inverted boxes (x1 > x2, which the suite's free draws give and the spec excludes "
+         "in words): identical or nearly identical ones have no intersection, and two terms of "
+         "size 1 cancel to eps / A, which float32 cannot hold; their gradients are sums of "
+         "autograd contributions of size h / I that cancel (as UNSTABLE)")
 
 # spec -> (reason, {(case id, quantity), ...}), as measured by `losscc verify --extreme`
-# (float32, eager) on 2026-12-04
+# (float32, eager) on 2026-12-05, with the gradient-condition floor
 GAPS: dict[str, tuple[str, frozenset]] = {
     "asymmetric_loss": (UNDERFLOW + '; ' + SUBNORMAL, frozenset({
         ('extreme_logits_1e+02', 'gradient d/dlogits'),
         ('extreme_logits_tie0', 'value (none)'),
     })),
-    "cosine_distance": (CONDITION + '; ' + CENTRAL + '; ' + POWER, frozenset({
+    "cosine_distance": (NORM, frozenset({
         ('extreme_predictions_1e+18', 'gradient d/dpredictions'),
-        ('extreme_predictions_eq_targets', 'gradient d/dpredictions'),
-        ('extreme_predictions_eq_targets', 'gradient d/dtargets'),
-        ('extreme_predictions_near_targets_1e-08', 'gradient d/dpredictions'),
-        ('extreme_predictions_near_targets_1e-08', 'gradient d/dtargets'),
-        ('extreme_predictions_rel_targets', 'gradient d/dpredictions'),
-        ('extreme_predictions_rel_targets', 'gradient d/dtargets'),
-        ('extreme_predictions_ulp_targets', 'gradient d/dpredictions'),
-        ('extreme_predictions_ulp_targets', 'gradient d/dtargets'),
         ('extreme_targets_1e+18', 'gradient d/dtargets'),
     })),
-    "cosine_embedding": (CONDITION, frozenset({
-        ('extreme_input1_near_input2_1e-08', 'gradient d/dinput1'),
-        ('extreme_input1_near_input2_1e-08', 'gradient d/dinput2'),
-        ('extreme_input1_rel_input2', 'gradient d/dinput1'),
-        ('extreme_input1_rel_input2', 'gradient d/dinput2'),
-    })),
-    "cosine_similarity": (CONDITION + '; ' + CENTRAL, frozenset({
-        ('extreme_input_eq_target', 'gradient d/dinput'),
-        ('extreme_input_eq_target', 'gradient d/dtarget'),
-        ('extreme_input_near_target_1e-08', 'gradient d/dinput'),
-        ('extreme_input_near_target_1e-08', 'gradient d/dtarget'),
-        ('extreme_input_rel_target', 'gradient d/dinput'),
-        ('extreme_input_rel_target', 'gradient d/dtarget'),
-        ('extreme_input_ulp_target', 'gradient d/dinput'),
-        ('extreme_input_ulp_target', 'gradient d/dtarget'),
-    })),
-    "diou_loss": (BOXES, frozenset({
+    "diou_loss": (NORM, frozenset({
         ('extreme_boxes1_1e+18', 'gradient d/dboxes1'),
         ('extreme_boxes1_1e+18', 'gradient d/dboxes2'),
-        ('extreme_boxes1_eq_boxes2', 'gradient d/dboxes1'),
-        ('extreme_boxes1_eq_boxes2', 'gradient d/dboxes2'),
-        ('extreme_boxes1_near_boxes2_1e-08', 'gradient d/dboxes1'),
-        ('extreme_boxes1_near_boxes2_1e-08', 'gradient d/dboxes2'),
-        ('extreme_boxes1_rel_boxes2', 'gradient d/dboxes1'),
-        ('extreme_boxes1_rel_boxes2', 'gradient d/dboxes2'),
-        ('extreme_boxes1_ulp_boxes2', 'gradient d/dboxes1'),
-        ('extreme_boxes1_ulp_boxes2', 'gradient d/dboxes2'),
         ('extreme_boxes2_1e+18', 'gradient d/dboxes1'),
         ('extreme_boxes2_1e+18', 'gradient d/dboxes2'),
     })),
@@ -84,13 +51,9 @@ GAPS: dict[str, tuple[str, frozenset]] = {
         ('extreme_boxes1_eq_boxes2', 'value (mean)'),
         ('extreme_boxes1_eq_boxes2', 'value (none)'),
         ('extreme_boxes1_eq_boxes2', 'value (sum)'),
-        ('extreme_boxes1_near_boxes2_1e-08', 'gradient d/dboxes1'),
-        ('extreme_boxes1_near_boxes2_1e-08', 'gradient d/dboxes2'),
         ('extreme_boxes1_near_boxes2_1e-08', 'value (mean)'),
         ('extreme_boxes1_near_boxes2_1e-08', 'value (none)'),
         ('extreme_boxes1_near_boxes2_1e-08', 'value (sum)'),
-        ('extreme_boxes1_rel_boxes2', 'gradient d/dboxes1'),
-        ('extreme_boxes1_rel_boxes2', 'gradient d/dboxes2'),
         ('extreme_boxes1_rel_boxes2', 'value (mean)'),
         ('extreme_boxes1_rel_boxes2', 'value (none)'),
         ('extreme_boxes1_rel_boxes2', 'value (sum)'),
@@ -100,29 +63,14 @@ GAPS: dict[str, tuple[str, frozenset]] = {
         ('extreme_boxes1_ulp_boxes2', 'value (none)'),
         ('extreme_boxes1_ulp_boxes2', 'value (sum)'),
     })),
-    "info_nce": (CONDITION, frozenset({
+    "info_nce": (NORM, frozenset({
         ('extreme_query_1e+18', 'gradient d/dquery'),
     })),
-    "iou_loss": (BOXES, frozenset({
-        ('extreme_boxes1_eq_boxes2', 'gradient d/dboxes1'),
-        ('extreme_boxes1_eq_boxes2', 'gradient d/dboxes2'),
-        ('extreme_boxes1_rel_boxes2', 'gradient d/dboxes1'),
-        ('extreme_boxes1_rel_boxes2', 'gradient d/dboxes2'),
-        ('extreme_boxes1_ulp_boxes2', 'gradient d/dboxes1'),
-        ('extreme_boxes1_ulp_boxes2', 'gradient d/dboxes2'),
-    })),
-    "log_loss": (CONDITION, frozenset({
-        ('extreme_input_rel_label', 'gradient d/dinput'),
-    })),
-    "mape": (CONDITION, frozenset({
+    "mape": (UNSTABLE, frozenset({
         ('extreme_target_1e+04', 'gradient d/dtarget'),
         ('extreme_target_1e+18', 'gradient d/dtarget'),
     })),
-    "msle": (CONDITION, frozenset({
-        ('extreme_input_rel_target', 'gradient d/dinput'),
-        ('extreme_input_rel_target', 'gradient d/dtarget'),
-    })),
-    "nt_xent": (CONDITION, frozenset({
+    "nt_xent": (NORM, frozenset({
         ('extreme_z_i_1e+18', 'gradient d/dz_i'),
         ('extreme_z_j_1e+18', 'gradient d/dz_j'),
     })),

@@ -273,3 +273,59 @@ def test_json_report_and_exit_status():
     tol = rows[0]["tolerances"]
     assert tol["value"]["per_element_rtol"] == 1e-5 and tol["gradient"]["per_element_rtol"] == 4e-5
     assert "reason" in tol["value"] and rows[0]["max_elem_rel_value"] <= 1e-5
+
+
+def test_gradient_condition_is_the_row_sum_of_the_scaled_hessian(monkeypatch):
+    """C_i = sum_j |x_j dg_i/dx_j|, exact from the whole Hessian up to _EXACT_CONDITION entries,
+    a lower bound from random probes beyond; a well-conditioned wrong gradient still fails."""
+    from losscc import reference as ref
+    from losscc.parse import build_program
+    from tests.codegen_util import spec_of
+
+    spec = spec_of("""
+        name: cond_probe
+        summary: x y + x^3, whose gradient condition is known.
+        inputs:
+          x: {dtype: float, shape: [N]}
+          y: {dtype: float, shape: [N]}
+        formula: |
+          loss = x * y + x**3
+    """)
+    prog = build_program(spec)
+    x, y = np.array([0.5, -2.0, 3.0]), np.array([1.5, 0.25, -4.0])
+    inputs = {"x": x, "y": y}
+    exact = ref.gradient_condition(prog, inputs, {}, {}, ["x", "y"])
+    # g_x = y + 3x^2: x * 6x and y * 1; g_y = x: x * 1
+    assert np.allclose(exact["x"], 6 * x**2 + np.abs(y), rtol=1e-12)
+    assert np.allclose(exact["y"], np.abs(x), rtol=1e-12)
+    monkeypatch.setattr(ref, "_EXACT_CONDITION", 0)
+    probed = ref.gradient_condition(prog, inputs, {}, {}, ["x", "y"])
+    for n in ("x", "y"):
+        assert np.all(probed[n] <= exact[n] * (1 + 1e-12)) and np.all(probed[n] > 0.05 * exact[n])
+    # the condition floor lets eps-sized errors of an ill-conditioned entry through, not a wrong value
+    g = y + 3 * x**2
+    floor = np.maximum(verify.gradient_floor(g), exact["x"])
+    assert verify.check(g + 1e-6 * exact["x"], g, "float32", "gradient", floor=floor, truth=None).ok
+    assert not verify.check(g * (1 + 1e-2), g, "float32", "gradient", floor=floor, truth=None).ok
+
+
+def test_equal_inputs_of_a_cosine_pass_by_their_condition():
+    """At equal inputs the gradient of 1 - cos is 0 (the reference's central difference leaves
+    ~1e-27) while float32 code leaves an ulp of 1/|x|: C_i ~ 1/|x| is that entry's floor."""
+    from losscc.parse import build_program
+    from losscc.reference import gradient_condition, reference
+
+    spec = load_spec(ROOT / "specs/cosine_similarity.yaml")
+    prog = build_program(spec)
+    a = np.array([[-1.326, 0.298], [1.507, -2.301], [0.752, 0.774]]).astype(np.float32).astype(float)
+    inputs = {"input": a, "target": a.copy()}
+    r = reference(prog, inputs, {}, {}, ["input", "target"])
+    assert np.max(np.abs(r.grads["input"])) < 1e-20
+    cond = gradient_condition(prog, inputs, {}, {}, ["input", "target"])
+    norms = np.linalg.norm(a, axis=1, keepdims=True)
+    assert np.all(cond["input"] > 0.1 / norms) and np.all(cond["input"] < 10 / norms)
+    got = np.full(a.shape, 2.0 ** -23)  # what the frameworks return at [0, 0]
+    c = verify.check(got, r.grads["input"], "float32", "gradient", truth=None)
+    assert not c.ok and c.per_element
+    assert verify.check(got, r.grads["input"], "float32", "gradient", truth=None,
+                        floor=np.maximum(verify.gradient_floor(r.grads["input"]), cond["input"])).ok
