@@ -51,8 +51,9 @@ ELEMENT_TOLERANCES = {
         "float64", "gradient", 1024 * _EPS64,
         "1024 ulps, 4x the value's: reverse mode runs the forward chain and a backward chain of the same "
         "length whose local derivatives (1 - sigmoid, softmax - one_hot) round again; the reference is a "
-        "central difference at 40 digits with step 1e-15 (truncation ~1e-30, rounding ~1e-25 relative), "
-        "so none of the looseness is for the reference"),
+        "central difference at 40 digits with step 1e-15 (truncation ~1e-30 relative; rounding ~1e-25 of "
+        "the loss, at most 1e-16 of the entry, with more digits where the loss dwarfs it), so none of "
+        "the looseness is for the reference"),
     ("float32", "value"): Tolerance(
         "float32", "value", 1e-5,
         "1e-5 (~84 ulps): float32 CPU kernels of both frameworks use vectorised exp/log approximations "

@@ -156,6 +156,13 @@ class Where(sp.Function):
             return a
         if c is sp.false:
             return b
+        # a branch that is itself a select on the same condition takes only its own side: the
+        # other is never chosen (nor differentiated), and a rule that keeps the written form in
+        # its far branch (relative-difference) stays a fixpoint when it runs again
+        if isinstance(b, Where) and b.args[0] == c:
+            return cls(c, a, b.args[2])
+        if isinstance(a, Where) and a.args[0] == c:
+            return cls(c, a.args[1], b)
         return None
 
     def _eval_rewrite_as_Piecewise(self, c, a, b, **kwargs):

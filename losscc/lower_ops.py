@@ -319,6 +319,10 @@ class OperatorLowering:
         ax = e.args[-1].name
         pos = pos_expr(ax, self.prog, self.need)
         src_axes = self.typeof(x).axes
+        if ax not in src_axes:  # the same entry at every position (a constant along the axis)
+            axes = tuple(a for a in self.prog.axes if a in self.typeof(e).axes)
+            shape = canonical_shape(axes, self.prog, self.need) or plain_shape(axes, self.prog, self.need)
+            return self.call("broadcast_to", x=self.tensor_arg(x), shape=shape)
         index = self.value(e.args[1])
         if src_axes == (ax,):
             return self.call("lookup", x=self.value(x), index=index)

@@ -71,6 +71,13 @@ class Context:
         """`bundle` over `expr` in this context (a rule opening a scope runs its inner bundle so)."""
         return self.driver.node(bundle, expr, self)
 
+    def keep(self, expr: sp.Expr) -> sp.Expr:
+        """`expr`, which the bundle now running leaves as it is where the rule's result holds it:
+        the written form a rule keeps in one branch of a select, which would match it again."""
+        if self.driver is not None:
+            self.driver.kept.add((self.driver.active, expr))
+        return expr
+
 
 def context(prog, eps: float | None = None, masks: tuple = ()) -> Context:
     """A fresh context (and driver) for `prog`."""
@@ -105,8 +112,11 @@ class Driver:
     def __init__(self):
         self.memo: dict = {}
         self.fired: list[Fired] = []
+        self.kept: set = set()     # (bundle name, node) a rule asked its bundle not to rewrite
+        self.active: str | None = None
 
     def _try(self, bundle: Bundle, e, ctx):
+        self.active = bundle.name
         for rule in bundle.rules:
             out = rule.apply(e, ctx)
             if out is not None and out != e:
@@ -124,7 +134,7 @@ class Driver:
             got = memo.get(key)
             if got is not None:
                 return got
-            if e.is_Atom or isinstance(e, bundle.opaque):
+            if e.is_Atom or isinstance(e, bundle.opaque) or (bundle.name, e) in self.kept:
                 return e
             args = tuple(visit(a) for a in e.args)
             cur = rebuild(e, args) if args != e.args else e
@@ -136,7 +146,11 @@ class Driver:
             memo[key] = cur
             return cur
 
-        return visit(expr)
+        outer = self.active  # a rule that runs an inner bundle keeps its own name afterwards
+        try:
+            return visit(expr)
+        finally:
+            self.active = outer
 
     def result(self, bundle: Bundle, e: sp.Expr, ctx: Context) -> sp.Expr:
         """What `bundle` made of `e` where it visited it (e itself elsewhere)."""

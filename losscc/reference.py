@@ -73,43 +73,106 @@ def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None 
         names = grad_of if grad_of is not None else [
             i.name for i in prog.spec.inputs if i.dtype == "float" and inputs.get(i.name) is not None
         ] + [lr.name for lr in prog.spec.learnable]
-        # differences of the per-element loss, summed afterwards: a huge entry elsewhere
-        # (exp(8000)) must not absorb the change of this one
-        f0 = np.asarray(base["none"], dtype=object).reshape(-1)
-        # rounding noise of the differences: entries of size |f| resolve changes of |f| * 10^-dps
-        noise = mpmath.fsum(abs(v) for v in f0 if mpmath.isfinite(v)) * mpmath.mpf(10) ** (-mpmath.mp.dps + 2)
+        diff = _Differences(ev, inputs, learnable)
+        fine = []  # entries whose rounding noise is not far below their own size
         for name in names:
-            is_learn = name in learnable
-            src = np.asarray(learnable[name] if is_learn else inputs[name], dtype=float)
-            mp = to_mp(src)
+            src = np.asarray(learnable[name] if name in learnable else inputs[name], dtype=float)
             g = np.zeros(src.shape)
             kink = np.zeros(src.shape, dtype=bool)
             for k in np.ndindex(src.shape):
-                x0 = mp[k]
-                h = _H * max(1, abs(x0))
-                vals = []
-                for sign in (1, -1):
-                    pert = mp.copy()
-                    pert[k] = x0 + sign * h
-                    if is_learn:
-                        lrn = dict(ev.learnable)
-                        lrn[name] = pert
-                        out = ev.run(learnable=lrn, freeze=True)["none"]
-                    else:
-                        cur = dict(inputs)
-                        cur[name] = pert
-                        out = ev.run(inputs=cur, freeze=True)["none"]
-                    vals.append(np.asarray(out, dtype=object).reshape(-1))
-                fp, fm = vals
-                right = mpmath.fsum(fp - f0) / h
-                left = mpmath.fsum(f0 - fm) / h
-                g[k] = float(mpmath.fsum(fp - fm) / (2 * h))
-                scale = max(abs(right), abs(left), 1)
-                if abs(right - left) > mpmath.mpf(10) ** -6 * scale or noise / h > mpmath.mpf(10) ** -8 * scale:
-                    kink[k] = True  # not differentiable here, or not resolved at this precision
+                d, kink[k], res = diff.entry(name, k)
+                g[k] = float(d)
+                if not kink[k] and d != 0 and res > _RESOLVE * abs(d):
+                    fine.append((name, k, res / abs(d)))
             grads[name] = g
             kinks[name] = kink
-        return Reference(values, grads, kinks)
+    if fine:
+        _refine(prog, inputs, params, learnable, grads, fine, dps)
+    return Reference(values, grads, kinks)
+
+
+_RESOLVE = mpmath.mpf(10) ** -16  # relative resolution a gradient entry must reach (float64 rtol 2.3e-13)
+
+
+def _refine(prog, inputs, params, learnable, grads, fine, dps) -> None:
+    """Entries much smaller than the loss (d/dtarget of BCE at logits of 1e-20: the
+    per-element loss is 0.69, its change 1e-35) lose their digits in the differences'
+    rounding: recompute them with as many more digits as their size asks, up to
+    MAX_REFERENCE_DPS (beyond, the entry keeps its value)."""
+    short = max(float(mpmath.log10(r)) for _, _, r in fine)
+    more = min(dps + int(np.ceil(short)) + 20, limits.MAX_REFERENCE_DPS)
+    if more <= dps:
+        return
+    with mpmath.workdps(more):
+        diff = _Differences(Evaluator(prog, inputs, params, learnable), inputs, learnable)
+        for name, k, _ in fine:
+            d, kink, _ = diff.entry(name, k)
+            if not kink:
+                grads[name][k] = float(d)
+
+
+def _changed(new: np.ndarray, old: np.ndarray) -> tuple[np.ndarray, bool]:
+    """(new - old per element, whether some element is not finite and did not move).  Such an
+    element (another sample's 0/0) adds 0 here: NaN - NaN would make every entry's gradient
+    NaN, where autograd reaches an entry only from the elements it feeds.  Whether this entry
+    feeds it the differences cannot tell, so the caller reports the entry as unresolved."""
+    out = np.empty(len(new), dtype=object)
+    blind = False
+    for j, (a, b) in enumerate(zip(new, old)):
+        if mpmath.isfinite(a) and mpmath.isfinite(b):
+            out[j] = a - b
+        elif (mpmath.isnan(a) and mpmath.isnan(b)) or a == b:
+            out[j], blind = mpmath.mpf(0), True
+        else:
+            out[j] = mpmath.mpf("nan") if mpmath.isnan(a) or mpmath.isnan(b) else a - b
+    return out, blind
+
+
+class _Differences:
+    """Central differences of the summed per-element loss, one entry at a time, at the
+    precision in force when it was made, selections frozen at the unperturbed point."""
+
+    def __init__(self, ev: Evaluator, inputs: dict, learnable: dict):
+        self.ev, self.inputs, self.learnable = ev, inputs, learnable
+        # differences of the per-element loss, summed afterwards: a huge entry elsewhere
+        # (exp(8000)) must not absorb the change of this one
+        self.f0 = np.asarray(ev.run()["none"], dtype=object).reshape(-1)
+        # rounding noise of the differences: entries of size |f| resolve changes of |f| * 10^-dps
+        self.noise = mpmath.fsum(abs(v) for v in self.f0 if mpmath.isfinite(v)) * mpmath.mpf(10) ** (-mpmath.mp.dps + 2)
+        self.base = {}
+
+    def entry(self, name: str, k: tuple):
+        """(derivative, kink?, absolute resolution) of d(sum)/d name[k]."""
+        ev = self.ev
+        is_learn = name in self.learnable
+        if name not in self.base:
+            self.base[name] = to_mp(np.asarray(self.learnable[name] if is_learn else self.inputs[name], dtype=float))
+        mp = self.base[name]
+        x0 = mp[k]
+        h = _H * max(1, abs(x0))
+        vals = []
+        for sign in (1, -1):
+            pert = mp.copy()
+            pert[k] = x0 + sign * h
+            if is_learn:
+                lrn = dict(ev.learnable)
+                lrn[name] = pert
+                out = ev.run(learnable=lrn, freeze=True)["none"]
+            else:
+                cur = dict(self.inputs)
+                cur[name] = pert
+                out = ev.run(inputs=cur, freeze=True)["none"]
+            vals.append(np.asarray(out, dtype=object).reshape(-1))
+        (up, blind_up), (down, blind_down) = (_changed(v, self.f0) for v in vals)  # per-element changes
+        right = mpmath.fsum(up) / h
+        left = -mpmath.fsum(down) / h
+        d = mpmath.fsum(up - down) / (2 * h)
+        scale = max(abs(right), abs(left), 1)
+        res = self.noise / h
+        # not differentiable here, or not resolved at this precision
+        kink = (abs(right - left) > mpmath.mpf(10) ** -6 * scale or res > mpmath.mpf(10) ** -8 * scale
+                or blind_up or blind_down)
+        return d, bool(kink), res
 
 
 _EXACT_CONDITION = 48  # entries up to which gradient_condition forms the whole Hessian (2 n^2 runs)

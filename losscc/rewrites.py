@@ -13,7 +13,8 @@ import sympy as sp
 
 from . import bounded, ir
 from .passes import Bundle, Fired, Rule, context, run
-from .rewrites_sums import is_one, logsumexp_minus_member, one_minus_clip, one_minus_ratio
+from .rewrites_sums import (difference_of_norms, is_one, logsumexp_minus_member, one_minus_clip, one_minus_ratio,
+                           relative_difference, softplus_pair, sum_into_static_select)
 
 __all__ = ["STABILITY", "STABLE", "RANGE_REWRITES", "Fired", "Rule", "optimize"]
 
@@ -341,6 +342,9 @@ STABILITY = (
             "sum(a_i * sigmoid(-u_i)): no cancellation where the sum is near 1", _one_minus_weighted_sigmoids),
     Rule("log-sigmoid", "log(sigmoid(x)) = -softplus(-x), finite for large |x|", _log_sigmoid),
     Rule("softplus", "log(1 + exp(x)) overflows for large x; softplus(x) does not", _softplus),
+    Rule("softplus-pair", "a * softplus(-u) + b * softplus(u) (cross-entropy from logits) is "
+            "(a + b) * softplus(-|u|) + a * max(-u, 0) + b * max(u, 0): terms >= 0, and d/da - d/db "
+            "is -u exactly where the pair cancels it near log(2)", softplus_pair),
     Rule("log-add-exp", "log(exp(a) + exp(b)) overflows; the larger argument plus softplus of the "
             "difference does not", _log_add_exp),
     Rule("log-of-exp-product", "log(c * exp(x)) = log(c) + x, no exp to overflow", _log_of_exp_product),
@@ -355,6 +359,14 @@ STABILITY = (
          "rounds, c - bound does not", one_minus_clip),
     Rule("one-minus-ratio", "1 - n / d cancels near n = d; (d - n) / d, its common terms cancelled "
             "exactly, does not (taken where n / d > 1/2)", one_minus_ratio),
+    Rule("relative-difference", "(s T + R) / |T| (or / T, / max(|T|, c)) differentiates in T into two terms "
+            "of 1 / |T| that cancel where |R| << |T|; s + R / T there does not", relative_difference),
+    Rule("sum-into-static-select", "rest + select(flag, a, b) on a boolean hyperparameter is "
+            "select(flag, rest + a, rest + b), where a pair of terms then cancels in a branch",
+            sum_into_static_select),
+    Rule("difference-of-norms", "|u| - |v| with u, v sharing a term (a triplet's d(a, p) - d(a, n)) loses "
+            "the difference next to a large shared term; sum((u - v)(u + v)) / (|u| + |v|), u - v "
+            "cancelled symbolically, does not", difference_of_norms),
     Rule("one-minus-cosine", "1 - cos cancels near cos = 1; half the squared distance of the "
             "normalised vectors plus the eps terms, all >= 0, does not", _one_minus_cosine),
     Rule("linear-tail", "a polynomial continued by its tangent line past c (Huber) is A(min(d, c)) "

@@ -1,8 +1,9 @@
 """Stage 3: the stable rewrites that remove a cancellation between terms of a sum.
 
-`one-minus-ratio` (1 - n/d with n part of d), `one-minus-clip` (c - clip(x, lo, c - eps)) and
-`logsumexp-minus-member` (logsumexp(x) - x[k]); registered with the others in :data:`losscc.rewrites.STABILITY`, proved in
-``tests/test_rewrites.py``.
+`one-minus-ratio` (1 - n/d with n part of d), `one-minus-clip` (c - clip(x, lo, c - eps)),
+`logsumexp-minus-member` (logsumexp(x) - x[k]), `softplus-pair` (a softplus(-u) + b softplus(u))
+and `relative-difference` ((s T + R) / |T|, whose gradient in T cancels); registered with the
+others in :data:`losscc.rewrites.STABILITY`, proved in ``tests/test_rewrites.py``.
 """
 
 from __future__ import annotations
@@ -143,4 +144,177 @@ def one_minus_clip(e, ctx):
             continue
         rest = [a for a in e.args if a is not t and a is not c]
         return sp.Add(ir.Clip(c - u, new_lo, new_hi), *rest)
+    return None
+
+
+def softplus_pair(e, ctx):
+    """a * softplus(-u) + b * softplus(u) -> (a + b) * softplus(-|u|) + where(u > 0, b u, -a u).
+
+    softplus(u) = max(u, 0) + softplus(-|u|) and softplus(-u) = max(-u, 0) + softplus(-|u|),
+    so the pair is one softplus and one linear term, each >= 0 for a, b >= 0.  The written
+    pair is binary cross-entropy from logits (a = y, b = 1 - y): its gradient with respect
+    to y, softplus(-u) - softplus(u) = -u, cancels two terms near log(2) to an absolute error
+    of an ulp of 1 (0 for u = 1e-20, 8e-5 relative at u = 1e-3 in float32); here it is the
+    exact -u.  softplus(-|u|) is written softplus(where(u > 0, -u, u)), whose gradient at
+    u = 0 is sigmoid(0) (|u|'s convention at 0 would drop it)."""
+    if not isinstance(e, sp.Add):
+        return None
+    found = []
+    for t in e.args:
+        sps = [f for f in sp.Mul.make_args(t) if isinstance(f, ir.softplus)]
+        if len(sps) == 1:
+            found.append((t, sps[0]))
+    for k, (t1, s1) in enumerate(found):
+        for t2, s2 in found[k + 1:]:
+            if s2.args[0] != -s1.args[0]:
+                continue
+            if s1.args[0].could_extract_minus_sign():  # u: the argument that reads positively
+                (t1, s1), (t2, s2) = (t2, s2), (t1, s1)
+            u = s1.args[0]
+            b, a = t1 / s1, t2 / s2  # b * softplus(u) + a * softplus(-u)
+            if a.has(ir.softplus) or b.has(ir.softplus):
+                continue
+            positive = sp.StrictGreaterThan(u, 0)
+            rest = [r for r in e.args if r is not t1 and r is not t2]
+            return sp.Add(sp.factor_terms(a + b) * ir.softplus(ir.Where(positive, -u, u)),
+                          ir.Where(positive, b * u, -a * u), *rest)
+    return None
+
+
+def _scale(d):
+    """(T, c, signed) when d is T itself (signed), |T| or max(c, |T|) with a number c > 0."""
+    if isinstance(d, sp.Abs):
+        return d.args[0], None, False
+    if isinstance(d, sp.Max) and len(d.args) == 2:
+        nums = [a for a in d.args if a.is_Number]
+        abss = [a for a in d.args if isinstance(a, sp.Abs)]
+        if len(nums) == 1 and len(abss) == 1 and nums[0] > 0:
+            return abss[0].args[0], nums[0], False
+        return None
+    return d, None, True
+
+
+def _has_tensor(t, ctx) -> bool:
+    """t reads a float input or a learnable of the program (anything, for a bare rule)."""
+    spec = getattr(ctx.prog, "spec", None)
+    if spec is None:
+        return True
+    names = {i.name for i in spec.inputs if i.dtype == "float"} | {lr.name for lr in spec.learnable}
+    return any(str(s) in names for s in t.free_symbols)
+
+
+def relative_difference(e, ctx):
+    """(k T + R) / D -> where(|T| > max(2 |R / k|, c), k + R / T (times sign(T)), written form)
+    for D = T, |T| or max(c, |T|) (k a number, c > 0); |k T + R| / D -> |k| + sign(k) R / T.
+
+    A relative error (mape's |x - t| / max(|t|, eps)) at |x| << |t|: the quotient rule
+    differentiates it in t as 1 / |t| - (t - x) / t**2, two terms of 1 / |t| that cancel to
+    x / t**2 (in float32 1e-3 relative at t = 1e4, 0 at t = 1e18); d/dt of 1 - x / t is
+    x / t**2 at once.  Where |R / k| >= |T| / 2 (x near t, whose difference t - x is exact)
+    or |T| <= c the written form is kept."""
+    if not isinstance(e, sp.Mul):
+        return None
+    factors = sp.Mul.make_args(e)
+    for den in factors:
+        if not (isinstance(den, sp.Pow) and den.exp.is_Integer and den.exp < 0):
+            continue
+        scale = _scale(den.base ** -den.exp)  # t**-2 divides by T = t**2
+        if scale is None or scale[0].is_Number or isinstance(scale[0], sp.Add):
+            continue
+        t, c, signed = scale
+        if not _has_tensor(t, ctx):
+            continue  # a hyperparameter's scale: nothing to differentiate, no select to pay for
+        for num in factors:
+            inner = num.args[0] if isinstance(num, sp.Abs) else num
+            if num is den or not isinstance(inner, sp.Add):
+                continue
+            coeffs = [a.as_coeff_Mul()[0] for a in sp.Add.make_args(inner) if a.as_coeff_Mul()[1] == t]
+            if len(coeffs) != 1 or not coeffs[0]:
+                continue
+            k = coeffs[0]  # inner = k T + r
+            r = inner - k * t
+            if r == 0 or r.has(t):
+                continue
+            bound = 2 * sp.Abs(r) / abs(k) if c is None else sp.Max(2 * sp.Abs(r) / abs(k), c)
+            near_t = sp.StrictGreaterThan(sp.Abs(t), bound)
+            q = r / ir.Where(near_t, t, 1)  # 1 where not taken: its gradient there is 0, not 0 * inf
+            if isinstance(num, sp.Abs):  # |k + q| = |k| + sign(k) q for |q| < |k| / 2
+                near = abs(k) + sp.sign(k) * q if not signed else ir.Sign(t) * (abs(k) + sp.sign(k) * q)
+            else:
+                near = k + q if signed else ir.Sign(t) * (k + q)
+            far = ctx.keep(num * den)
+            rest = [f for f in factors if f is not num and f is not den]
+            return sp.Mul(ir.Where(near_t, near, far), *rest)
+    return None
+
+
+def _sum_of_squares(s):
+    """(u, axis, k) when s is sum(u**2, axis) + k, k free of tensor operations."""
+    parts = [a for a in sp.Add.make_args(s) if isinstance(a, ir.ReduceSum)]
+    if len(parts) != 1:
+        return None
+    k = s - parts[0]
+    if k.has(ir.TensorOp):
+        return None
+    body, axis = parts[0].args
+    if not (isinstance(body, sp.Pow) and body.exp == 2):
+        return None
+    return body.base, axis, k
+
+
+def difference_of_norms(e, ctx):
+    """sqrt(sum(u**2) + k1) - sqrt(sum(v**2) + k2) -> sum((u - v) (u + v)) + k1 - k2 over the
+    sum of the two roots (0 where both are 0), when u and v share a term.
+
+    A triplet margin's d(a, p) - d(a, n): at an anchor of 1e18 both distances are 1e18 and
+    their difference, of size |p - n|, is lost in float32 (0 where it is 0.5); u - v = n - p
+    cancels the shared anchor symbolically, before anything is rounded."""
+    if not isinstance(e, sp.Add):
+        return None
+    roots = []
+    for t in e.args:
+        c, r = t.as_coeff_Mul()
+        if isinstance(r, sp.Pow) and r.exp == sp.Rational(1, 2):
+            sq = _sum_of_squares(r.base)
+            if sq is not None and (sq[2] == 0 or ctx.ranges.nonneg(sq[2])):  # a root of a sum >= 0
+                roots.append((t, c, r, sq))
+    for i, (t1, c1, r1, (u, ax, k1)) in enumerate(roots):
+        for t2, c2, r2, (v, ax2, k2) in roots[i + 1:]:
+            shared = [a for a in set(sp.Add.make_args(u)) & set(sp.Add.make_args(v)) if _has_tensor(a, ctx)]
+            if c1 != -c2 or ax != ax2 or not shared:
+                continue
+            num = ir.ReduceSum((u - v) * (u + v), ax) + (k1 - k2)
+            den = r1 + r2
+            pos = sp.StrictGreaterThan(den, 0)
+            diff = ir.Where(pos, num / ir.Where(pos, den, 1), 0)
+            rest = [a for a in e.args if a is not t1 and a is not t2]
+            return sp.Add(c1 * diff, *rest)
+    return None
+
+
+def _static(cond, ctx) -> bool:
+    """A condition on boolean hyperparameters only: lowered to a Python `if`, free at run time."""
+    spec = getattr(ctx.prog, "spec", None)
+    if spec is None or cond is sp.true:
+        return cond is sp.true
+    flags = {p.name for p in spec.params if p.kind == "bool"}
+    return bool(cond.free_symbols) and all(str(s) in flags for s in cond.free_symbols)
+
+
+def sum_into_static_select(e, ctx):
+    """rest + c * select(flag, a, b) -> select(flag, rest + c a, rest + c b) for a select on
+    boolean hyperparameters, where a pair of terms then cancels symbolically in a branch
+    (difference-of-norms, softplus-pair): a triplet margin with `swap` is
+    d(a, p) - where(swap, min(d(a, n), d(p, n)), d(a, n)), whose default branch is the
+    difference of two norms sharing the anchor."""
+    if not isinstance(e, sp.Add):
+        return None
+    for t in e.args:
+        c, sel = t.as_coeff_Mul()
+        if not isinstance(sel, sp.Piecewise) or not all(_static(p.cond, ctx) for p in sel.args):
+            continue
+        rest = sp.Add(*[a for a in e.args if a is not t])
+        branches = [rest + c * p.expr for p in sel.args]
+        if any(rule(b, ctx) is not None for b in branches for rule in (difference_of_norms, softplus_pair)):
+            return sp.Piecewise(*[(b, p.cond) for b, p in zip(branches, sel.args)], evaluate=False)
     return None

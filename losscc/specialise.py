@@ -141,7 +141,11 @@ def _strip_mask(e, masks):
 
 
 def _at_zero(loss, p: sp.Symbol):
-    return ir.real_parts(loss.xreplace({p: sp.Integer(0)}))
+    """loss at p = 0, or None where SymPy cannot build it (log(p) > 0 is a comparison of zoo)."""
+    try:
+        return ir.real_parts(loss.xreplace({p: sp.Integer(0)}))
+    except (TypeError, ValueError):
+        return None
 
 
 def specialise_values(ctx: Context, general, rerun):
@@ -169,7 +173,7 @@ def specialise_values(ctx: Context, general, rerun):
         zero = _at_zero(base, p)
         # a substitution SymPy evaluates to zoo or nan (log(0**1.5) is zoo, not -inf) has no
         # lowering: that side keeps the general program
-        finite = not zero.has(sp.zoo, sp.nan, sp.oo, -sp.oo)
+        finite = zero is not None and not zero.has(sp.zoo, sp.nan, sp.oo, -sp.oo)
         zero = zero if finite and _cost(zero) < _cost(base) and p not in zero.free_symbols else None
         ranges = Ranges(prog)
         ranges._symbols = {**ranges._symbols, par.name: facts(True, True)}

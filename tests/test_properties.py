@@ -76,6 +76,23 @@ def test_abs_of_a_positive_expression_compiles(expr):
         compile(compile_spec(spec, backend), f"prop_{backend.name}.py", "exec")
 
 
+@pytest.mark.parametrize("expr,values", [
+    ("softmax(where((sqrt(a)) > 0, x, sqrt(a)), axis=C)[label]", (0.0, 0.5)),
+    ("softmax(where((log(a)) > 0, x, log(a)), axis=C)[label] * y", (0.5, 2.0)),
+])
+def test_a_hyperparameter_at_zero_that_leaves_a_constant_to_gather(expr, values, tmp_path):
+    """Found by the property above: at a = 0 the softmax of a constant is 1/C along C, and its
+    gather by the label lowered to `lookup` with an empty index (a SyntaxError in MindSpore);
+    log(a) > 0 at a = 0 made SymPy compare zoo (a TypeError). A gather of an operand without
+    the gathered axis is that operand broadcast; each compiled side runs and matches the
+    reference."""
+    from tests.codegen_util import case, check, modules
+
+    spec = spec_from_text(HEADER + f"  loss = {expr}\n", "prop.yaml")
+    mods = modules(spec, tmp_path)
+    check(spec, mods, [case(spec, {"N": (3,), "C": (4,)}, seed=5, params={"a": v}) for v in values])
+
+
 @settings(max_examples=12, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(expr=expressions())

@@ -154,6 +154,37 @@ def test_binary_cross_entropy_with_logits():
     close(ref.grads["t"], -X1)
 
 
+def test_gradient_entries_far_below_the_loss_keep_their_digits():
+    """d/dt of BCE at logits of 1e-20 is -x, 1e-20 next to a loss of log 2: the differences'
+    rounding (1e-23 at 40 digits) would leave three digits; the entry is refined to its own
+    size, and a larger one next to it is left as it was."""
+    prog = program(VEC + "\nt: {dtype: float, shape: [N], domain: \"[0, 1]\"}",
+                   "loss = -(t * log(sigmoid(x)) + (1 - t) * log(1 - sigmoid(x)))")
+    x = np.array([1e-20, -3e-20, 2e-22, 0.75])
+    t = np.array([0.3, 0.7, 1.0, 0.5])
+    ref = reference(prog, {"x": x, "t": t}, {})
+    close(ref.grads["t"], -x, rtol=1e-15)
+    close(ref.grads["x"], sigmoid(x) - t, rtol=1e-15)
+
+
+def test_a_sample_that_is_not_finite_leaves_the_others_gradients_alone():
+    """Dice of an empty sample is 0/0; the other sample's gradient is the usual one, not NaN
+    (each entry's difference counts only the elements that move, as autograd's chain does),
+    the empty sample's own entries are NaN, and the other sample's entries are reported
+    unresolved (whether an entry feeds the NaN element the differences cannot tell)."""
+    prog = program("p: {dtype: float, shape: [N, P], domain: \"[0, 1]\"}\n"
+                   "t: {dtype: float, shape: [N, P], domain: \"[0, 1]\"}",
+                   "loss = 1 - 2 * sum(p * t, axis=P) / (sum(p, axis=P) + sum(t, axis=P))")
+    p = np.array([[0.5, 0.0, 0.25], [0.0, 0.0, 0.0]])
+    t = np.array([[1.0, 0.0, 0.5], [0.0, 0.0, 0.0]])
+    ref = reference(prog, {"p": p, "t": t}, {})
+    i, s = (p[0] * t[0]).sum(), p[0].sum() + t[0].sum()
+    close(ref.grads["p"][0], -2 * (t[0] * s - i) / s**2)
+    close(ref.grads["t"][0], -2 * (p[0] * s - i) / s**2)
+    assert np.isnan(ref.grads["p"][1]).all() and np.isnan(ref.values["none"][1])
+    assert ref.kinks["p"][0].all() and ref.kinks["t"][0].all()
+
+
 def test_elementary_functions():
     prog = program("x: {dtype: float, shape: [N], domain: \"(0, inf)\"}",
                    "loss = sqrt(x) + tanh(x) + log1p(x) + expm1(-x) + x**1.5 + 1 / x")

@@ -338,6 +338,56 @@ COSINE = (1 - ir.ReduceSum(X * Y, AXIS)
           / sp.sqrt((ir.ReduceSum(X**2, AXIS) + EPS) * (ir.ReduceSum(Y**2, AXIS) + EPS)))
 
 
+@pytest.mark.parametrize("before", [
+    sp.sqrt(ir.ReduceSum((X + Y)**2, AXIS) + sp.Rational(1, 8)) - sp.sqrt(ir.ReduceSum((X - 2 * Y)**2, AXIS)),
+    3 * sp.sqrt(ir.ReduceSum((X - Y + 2)**2, AXIS)) - 3 * sp.sqrt(ir.ReduceSum((X + 1)**2, AXIS)) + Y,
+], ids=str)
+def test_difference_of_norms_is_an_identity_on_three_lanes(before):
+    """sqrt(U) - sqrt(V) = (sum((u - v)(u + v)) + k1 - k2) / (sqrt(U) + sqrt(V)) where the
+    roots' sum is positive (here U > 0 or V > 0: the lanes are generic); u - v is the
+    symbolic difference, x cancelled."""
+    after = RULES["difference-of-norms"].apply(before, BARE)
+    assert after is not None
+    num = next(s for s in after.atoms(ir.ReduceSum) if not s.args[0].is_Pow)
+    assert not num.args[0].args[0].has(X) or not num.args[0].args[1].has(X)  # (u - v) lost x
+    taken = after.replace(lambda n: isinstance(n, ir.Where), lambda n: n.args[1])
+    env = {X: list(V), Y: list(W)}
+    rng = np.random.default_rng(3)
+    for _ in range(4):  # exact lanes at random rational points, compared to 50 digits
+        at = {s: sp.Rational(int(rng.integers(-40, 40)), 7) for s in (*V, *W)}
+        for a, b in zip(lanes(before, env), lanes(taken, env)):
+            va, vb = sp.N(a.subs(at), 50), sp.N(b.subs(at), 50)
+            assert abs(va - vb) <= 1e-40 * max(1, abs(va)), (a, b, at)
+
+
+def test_difference_of_norms_needs_a_shared_term_and_opposite_signs():
+    rule = RULES["difference-of-norms"]
+    assert rule.apply(sp.sqrt(ir.ReduceSum(X**2, AXIS)) - sp.sqrt(ir.ReduceSum(Y**2, AXIS)), BARE) is None
+    assert rule.apply(sp.sqrt(ir.ReduceSum((X + Y)**2, AXIS)) + sp.sqrt(ir.ReduceSum(X**2, AXIS)), BARE) is None
+    assert rule.apply(sp.sqrt(ir.ReduceSum((X + Y)**3, AXIS)) - sp.sqrt(ir.ReduceSum(X**2, AXIS)), BARE) is None
+    assert rule.apply(sp.sqrt(ir.ReduceSum((X + Y)**2, AXIS) - 1) - sp.sqrt(ir.ReduceSum(X**2, AXIS)),
+                      BARE) is None  # a root of what may be negative: NaN there, kept
+
+
+def test_sum_into_static_select_is_an_identity_for_each_flag():
+    """rest + c * select(flag, a, b) = select(flag, rest + c a, rest + c b), taken only where a
+    branch then holds a difference of norms; a select on a tensor condition is left alone."""
+    spec = make_spec(MAT, "loss = x", "params:\n  flag: {default: false}\n")
+    ctx = context(build_program(spec))
+    flag = sp.Symbol("flag")
+    nx, nt, nxt = (sp.sqrt(ir.ReduceSum(u**2, AXIS)) for u in (X - Y, Y, X + Y))
+    before = nx + 2 - sp.Piecewise((nt, flag), (nxt, True))
+    after = RULES["sum-into-static-select"].apply(before, ctx)
+    assert isinstance(after, sp.Piecewise)
+    for val in (True, False):
+        got = after.args[0].expr if val else after.args[1].expr
+        assert sp.expand(got - before.subs(flag, val)) == 0
+    tensor = nx + 2 - sp.Piecewise((nt, X > 0), (nxt, True))
+    assert RULES["sum-into-static-select"].apply(tensor, ctx) is None
+    unrelated = nt + 2 - sp.Piecewise((nx, flag), (nt * 2, True))  # no branch meets a pair
+    assert RULES["sum-into-static-select"].apply(unrelated, ctx) is None
+
+
 def test_one_minus_cosine_is_an_identity_in_both_branches():
     """Both sides of the select equal 1 - cos for any vectors and eps > 0 (the near side:
     |x/sqrt(A) - y/sqrt(B)|^2 / 2 + eps / 2A + eps / 2B with A = |x|^2 + eps)."""
@@ -387,6 +437,81 @@ def test_one_minus_clip_refuses_bounds_that_do_not_cancel():
     assert rule.apply(1 + ir.Clip(x, 1e-7, 1 - 1e-7), BARE) is None  # not a difference
 
 
+@pytest.mark.parametrize("before", [y * ir.softplus(-x) + (1 - y) * ir.softplus(x),
+                                    3 * ir.softplus(x) - y**2 * ir.softplus(-x) + y,
+                                    ir.softplus(x - y) + ir.softplus(y - x) * x])
+def test_softplus_pair_is_an_identity_on_each_sign(before):
+    """a softplus(-u) + b softplus(u) = (a + b) softplus(-|u|) + where(u > 0, b u, -a u) for
+    u > 0 and u < 0, in value and in the derivative in every variable (at u = 0 the second
+    branch is taken, whose softplus(u) has the gradient sigmoid(0) on its own)."""
+    after = RULES["softplus-pair"].apply(before, BARE)
+    assert after is not None and len(after.atoms(ir.softplus)) == 1
+    u = next(iter(after.atoms(ir.softplus))).args[0].args[0].lhs  # where(u > 0, -u, u)
+    p = sp.Symbol("p", positive=True)
+
+    def on_side(e, positive):  # each where decided by the side
+        return e.replace(lambda n: isinstance(n, ir.Where), lambda n: n.args[1] if positive else n.args[2])
+    for positive in (True, False):
+        at = {x: y + p} if positive == (u.coeff(x) > 0) else {x: y - p}
+        b, a = elementary(before), elementary(on_side(after, positive))
+        for expr_b, expr_a in [(b, a), (sp.diff(b, x), sp.diff(a, x)), (sp.diff(b, y), sp.diff(a, y))]:
+            d = (expr_b - expr_a).subs(at) if u.has(y) else (expr_b - expr_a).subs(x, p if positive else -p)
+            assert sp.simplify(d.rewrite(sp.exp)) == 0, (before, positive, d)
+    # and the check can fail: a wrong sign of the linear term is caught
+    wrong = elementary(on_side(after, True)).subs(x, p) + 2 * p
+    assert sp.simplify((elementary(before).subs(x, p) - wrong).rewrite(sp.exp)) != 0
+
+
+def test_softplus_pair_needs_opposite_arguments():
+    rule = RULES["softplus-pair"]
+    assert rule.apply(y * ir.softplus(x) + ir.softplus(y), BARE) is None
+    assert rule.apply(y * ir.softplus(-x) + ir.softplus(x)**2, BARE) is None
+    assert rule.apply(ir.softplus(x) * ir.softplus(-x) + y, BARE) is None
+
+
+RELATIVE = [sp.Abs(xr - yr) / sp.Max(sp.Float(1e-7), sp.Abs(yr)),   # mape: |x - t| / max(|t|, eps)
+            (yr - xr) / sp.Abs(yr), (xr + yr**2) / yr**2, sp.Abs(2 * xr + yr) / yr, 3 * (xr - yr) / yr,
+            sp.Abs(xr - 2 * yr) / sp.Abs(yr)]
+
+
+@pytest.mark.parametrize("before", RELATIVE, ids=str)
+def test_relative_difference_is_an_identity_in_each_region(before):
+    """At points of both branches (|T| > max(2|R|, c) or not, both signs of T), the rewritten
+    form has the written value and derivatives in x and y; the near branch is finite where it
+    is not taken (its division reads where(cond, T, 1)); the result is not rewritten again."""
+    after = RULES["relative-difference"].apply(before, BARE)
+    assert after is not None and len(after.atoms(ir.Where)) == 2, after
+    sel = next(w for w in after.atoms(ir.Where) if not w.args[2].is_Number)
+    points = [(0.3, 2.5), (-0.7, -3.0), (1e-3, 1e4), (2e-5, -1e3), (2.0, 2.5), (-1.5, 1.0), (0.5, 1e-9),
+              (1.0, 0.0)]
+    seen = set()
+    for px, py in points:
+        at = {xr: sp.Rational(px), yr: sp.Rational(py)}
+        near = bool(sel.args[0].subs(at))
+        seen.add(near)
+        resolved = after.replace(lambda n: isinstance(n, ir.Where),
+                                 lambda n: n.args[1] if bool(n.args[0].subs(at)) else n.args[2])
+        if near:
+            for b, a in [(before, resolved), (sp.diff(before, xr), sp.diff(resolved, xr)),
+                         (sp.diff(before, yr), sp.diff(resolved, yr))]:
+                vb, va = sp.N(b.subs(at), 40), sp.N(a.subs(at), 40)
+                assert abs(vb - va) <= 1e-30 * max(1, abs(vb)), (before, (px, py), vb, va)
+        else:
+            near_branch = sel.args[1].replace(lambda n: isinstance(n, ir.Where), lambda n: n.args[2])
+            assert sp.N(near_branch.subs(at)).is_finite, (before, (px, py))
+    assert seen == {True, False}
+    assert optimize(after) == optimize(before)  # a fixpoint: the kept written form stays as it is
+
+
+def test_relative_difference_needs_the_denominator_among_the_terms():
+    rule = RULES["relative-difference"]
+    assert rule.apply(sp.Abs(xr - yr) / sp.Abs(xr + yr), BARE) is None    # |T| not a term
+    assert rule.apply((xr - yr**2) / sp.Abs(yr), BARE) is None             # y**2, not a multiple of y
+    assert rule.apply(sp.Abs(xr - yr) / sp.Max(xr, sp.Abs(yr)), BARE) is None  # max with a non-number
+    assert rule.apply((xr * yr - yr) / sp.Abs(yr), BARE) is None           # R holds T
+    assert rule.apply((xr + 1) / sp.Abs(yr), BARE) is None
+
+
 def test_one_minus_weighted_sigmoids_needs_weights_summing_to_one():
     rule = RULES["one-minus-weighted-sigmoids"]
     assert rule.apply(1 - y * ir.sigmoid(x) - y * ir.sigmoid(-x), BARE) is None
@@ -404,7 +529,8 @@ def test_one_minus_cosine_refuses_what_is_not_a_cosine():
 
 def test_every_rule_has_a_symbolic_proof():
     assert set(ELEMENTWISE_TRIGGERS) | set(SIGNED_TRIGGERS) | set(SIDED_TRIGGERS) | set(TENSOR_TRIGGERS) \
-        | set(BRANCHED_TRIGGERS) | {"one-minus-cosine", "one-minus-clip"} == set(RULES)
+        | set(BRANCHED_TRIGGERS) | {"one-minus-cosine", "one-minus-clip", "softplus-pair", "relative-difference",
+                                   "difference-of-norms", "sum-into-static-select"} == set(RULES)
 
 
 # --------------------------------------------------------------------------- range rewrites
@@ -599,6 +725,8 @@ NUMERIC_TRIGGERS = {
     "log1p": ["loss = log(1 + x**2)", "loss = log(1 + t)", "loss = log(1 + t * exp(x))"],
     "softplus": ["loss = log(1 + exp(x))", "loss = t * log(exp(-x) + 1)",
                  "loss = log1p(exp(2 * x))"],
+    "softplus-pair": ["loss = -(t * log(sigmoid(x)) + (1 - t) * log(1 - sigmoid(x)))",
+                      "loss = t**2 * softplus(-x * t) + 3 * softplus(x * t) + x"],
     "log-add-exp": ["loss = log(exp(x) + exp(t))", "loss = log(exp(x * t) + exp(-x))"],
     "log-of-exp-product": ["loss = log(t * exp(x))", "loss = log(2 * exp(x) / (1 + t))"],
     "log-of-reciprocal": ["loss = t * log((1 + exp(-x))**-1)", "loss = log(1 / (1 + t)) * x",
@@ -610,6 +738,13 @@ NUMERIC_TRIGGERS = {
     "one-minus-ratio": ["loss = 1 - t / (t + x**2 + 1e-7)", "loss = x * (1 - (t + 1) / (t + exp(x) + 1))"],
     "one-minus-clip": ["loss = -log(1 - clip(t, 1e-7, 1 - 1e-7)) * x",
                        "loss = x**2 * (1 - clip(t, 0.25, 1 - 0.25)) + t"],
+    "relative-difference": ["loss = abs(x - t) / max(abs(t), 1e-7)", "loss = x**2 * (t - x) / t",
+                            "loss = (t**2 + 2 * x * t) / abs(x * t)"],
+    "difference-of-norms": ["loss = sqrt(sum((x - t)**2, axis=C)) - sqrt(sum((x + t**2)**2, axis=C))",
+                            "loss = max(norm(x - t + 1e-6, axis=C) - norm(x - 2 * t + 1e-6, axis=C) + 1, 0)"],
+    "sum-into-static-select": ["loss = norm(x - t, axis=C) - where(flag, norm(t, axis=C), norm(x + t, axis=C))",
+                               "loss = 2 + where(flag, -norm(x + 1, axis=C), norm(x - t, axis=C)) * 3 "
+                               "- 3 * norm(x, axis=C)"],
     "linear-tail": ["loss = Piecewise((0.5 * abs(x - t)**2, abs(x - t) < 1), (abs(x - t) - 0.5, True))",
                     "loss = t * Piecewise((x**2 + x, x < 2), (5 * x - 4, True))"],
     "one-minus-cosine": [
@@ -625,8 +760,10 @@ def test_every_rule_has_a_numerical_check():
 
 @pytest.mark.parametrize("name,formula", [(n, f) for n, fs in NUMERIC_TRIGGERS.items() for f in fs])
 def test_rule_preserves_the_value(name, formula):
-    spec = make_spec(MAT, formula)
-    prog, prep = assert_same_values(spec, MAT_INPUTS)
+    extra = "params:\n  flag: {default: false}\n" if "flag" in formula else ""
+    spec = make_spec(MAT, formula, extra)
+    for params in ({"flag": True}, {"flag": False}) if extra else (None,):
+        prog, prep = assert_same_values(spec, MAT_INPUTS, params)
     assert name in fired_rules(prep), f"{name} did not fire on {formula}: {sorted(fired_rules(prep))}"
     # the rule changed the IR, and each Fired records an equal pair (checked at the nodes too)
     assert prep.loss != prog.loss
@@ -644,11 +781,13 @@ def test_fired_records_are_pairs_of_equal_values():
                      " + (1 - t * sigmoid(x) - (1 - t) * sigmoid(-x)) * t"
                      " + t * (1 - sum(x * t, axis=C) / sqrt((sum(x**2, axis=C) + 1) * sum(t**2, axis=C)))"
                      " + x * (1 - t / (t + x**2 + 1)) + t * (logsumexp(x, axis=C) - x[y])"
-                     " + x * log(1 - clip(t, 1e-7, 1 - 1e-7))")
+                     " + x * log(1 - clip(t, 1e-7, 1 - 1e-7)) + abs(x - t) / max(abs(t), 1e-7)"
+                     " + norm(x - t, axis=C) - norm(x + 1, axis=C)")
     prog = build_program(spec)
     fired = []
     optimize(prog.loss, fired=fired)
-    assert {f.rule for f in fired} == set(RULES)
+    # sum-into-static-select reads the program's boolean parameters, which optimize() has not
+    assert {f.rule for f in fired} == set(RULES) - {"sum-into-static-select"}
     for f in fired:
         a = evaluate(prog, f.before, MAT_INPUTS)
         b = evaluate(prog, f.after, MAT_INPUTS)

@@ -13,7 +13,7 @@ from losscc.backends import get
 from losscc.cases import CaseData
 from losscc.emit import compile_spec, find_specs, load_all
 from losscc.parse import build_program
-from losscc.spec import spec_from_text
+from losscc.spec import load_spec, spec_from_text
 from tests import known_gaps
 from tests.backend_util import AVAILABLE, BACKENDS
 
@@ -141,3 +141,56 @@ def test_continuity_lint():
     kink = warnings("delta * (2 * d - 1.5 * delta)")                          # value matches, slope does not
     assert len(kink) == 1 and "the first derivative jumps at abs(input - target) = delta" in kink[0]
     assert "[W302]" in kink[0]
+
+
+def test_target_gradient_of_bce_with_logits_at_small_logits(tmp_path):
+    """d/dtarget of BCE-with-logits is -logit: the pair y softplus(-x) + (1 - y) softplus(x)
+    computed it as a difference of two values near log(2), an ulp of 1 off (0 at 1e-20, 1e-4
+    relative at 5e-4 in float32); the rewrite softplus-pair makes it exact.  Values at
+    logits of +-30 stay accurate (every term >= 0), and the gradient at 0 is sigmoid(0) - y."""
+    from tests.codegen_util import check, modules
+
+    spec = load_spec(ROOT / "specs/bce_with_logits.yaml")
+    def case(name, logits, target):
+        return CaseData(name, "test", {"input": np.array(logits), "target": np.array(target), "weight": None,
+                                       "pos_weight": None}, {}, {}, from_reference=True)
+    # separate cases: a gradient entry's floor is the largest entry of its array
+    cases = [case("tiny_logits", [[1e-20, -3e-20, 2e-20]], [[0.3, 0.7, 1.0]]),
+             case("small_logits", [[5e-4, -6e-4, 4e-4, 0.0]], [[0.3, 0.7, 1.0, 0.5]]),
+             case("large_logits", [[30.0, -30.0, 17.0]], [[1.0, 0.0, 1.0]])]
+    check(spec, modules(spec, tmp_path), cases, dtypes=("float64", "float32"))
+
+
+TRIPLET = """
+name: triplet_margin
+summary: torch.nn.TripletMarginLoss with p = 2.
+inputs:
+  anchor: {dtype: float, shape: [N, D]}
+  positive: {dtype: float, shape: [N, D]}
+  negative: {dtype: float, shape: [N, D]}
+params:
+  margin: {default: 1.0, min: 0}
+  eps: {default: 1.0e-6, min: 0}
+  swap: {default: false}
+formula: |
+  d_ap = norm(anchor - positive + eps, axis=D)
+  d_an = norm(anchor - negative + eps, axis=D)
+  d_neg = where(swap, min(d_an, norm(positive - negative + eps, axis=D)), d_an)
+  loss = max(d_ap - d_neg + margin, 0)
+"""
+
+
+def test_triplet_margin_at_a_far_anchor(tmp_path):
+    """d(a, p) - d(a, n) at an anchor of 1e18: each distance is 1e18 and their difference,
+    of size |p - n|, was lost in float32 (a loss of exactly `margin` where the truth is 0,
+    gradients of +-0.6 where they are 0). difference-of-norms cancels the anchor
+    symbolically (sum-into-static-select first takes the sum into swap's default branch)."""
+    from tests.codegen_util import check, modules
+
+    spec = spec_from_text(TRIPLET, "triplet_margin.yaml")
+    anchor = np.array([[1e18, -2e18, 5e17], [3e4, 1e4, -2e4]])
+    positive = np.array([[0.5, 1.0, -0.25], [0.75, -0.5, 2.0]])
+    negative = np.array([[2.5, -4.0, 1.0], [-1.5, 0.25, 0.5]])
+    far = CaseData("far_anchor", "test", {"anchor": anchor, "positive": positive, "negative": negative},
+                   {"margin": 1.0, "eps": 1e-6, "swap": False}, {}, from_reference=True)
+    check(spec, modules(spec, tmp_path), [far], dtypes=("float64", "float32"))

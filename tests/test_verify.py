@@ -329,3 +329,50 @@ def test_equal_inputs_of_a_cosine_pass_by_their_condition():
     assert not c.ok and c.per_element
     assert verify.check(got, r.grads["input"], "float32", "gradient", truth=None,
                         floor=np.maximum(verify.gradient_floor(r.grads["input"]), cond["input"])).ok
+
+
+def test_an_empty_sample_that_an_eps_guard_defines_beside_another(tmp_path):
+    """A hand case batches an empty Dice sample (0/0, which the eps guard makes 1) with a
+    regular one: the values are compared with the case's, and the gradients, which the
+    reference cannot resolve beside a NaN element, are skipped (they were all expected NaN)."""
+    from losscc.casedata import CaseData
+    from tests.codegen_util import check, modules, spec_of
+
+    spec = spec_of("""
+        name: dice_empty
+        summary: Dice with an eps guard.
+        inputs:
+          probs: {dtype: float, shape: [N, P], domain: "[0, 1]"}
+          target: {dtype: float, shape: [N, P], domain: "[0, 1]"}
+        formula: |
+          loss = 1 - 2 * sum(probs * target, axis=P) / (sum(probs, axis=P) + sum(target, axis=P))
+        guards: {eps: 1.0e-7}
+    """)
+    inputs = {"probs": np.array([[0.5, 0.0, 0.0], [0.0, 0.0, 0.0]]),
+              "target": np.array([[1.0, 0.0, 0.5], [0.0, 0.0, 0.0]])}
+    mixed = CaseData("mixed", "test", inputs, {}, {}, {"none": np.array([0.5, 1.0])})
+    rows = check(spec, modules(spec, tmp_path), [mixed], dtypes=("float64", "float32"))
+    assert rows and all(r.skipped_kinks == 12 for r in rows)
+
+
+def test_a_tie_with_a_float_hyperparameter_is_a_tie_in_float32(tmp_path):
+    """The generated code holds tol = 1e-3 as a float32 tensor, so an input of float32(1e-3)
+    ties with it and takes the else branch; the reference reads the parameter as float32
+    holds it too (it compared with the exact 1e-3 and took the other branch: got 1,
+    expected 2)."""
+    from losscc.casedata import CaseData
+    from tests.codegen_util import check, modules, spec_of
+
+    spec = spec_of("""
+        name: tie_param
+        summary: A select on a float hyperparameter.
+        inputs:
+          input: {dtype: float, shape: [N]}
+        params:
+          tol: {default: 1.0e-3, min: 0}
+        formula: |
+          loss = where(input > tol, 2 * input - tol, input)
+    """)
+    x = np.array([float(np.float32(1e-3)), 0.5, -0.25])
+    tie = CaseData("tie", "test", {"input": x}, {"tol": 1e-3}, {}, from_reference=True)
+    check(spec, modules(spec, tmp_path), [tie], dtypes=("float32", "float64"))

@@ -19,7 +19,10 @@ Composes the specs bce_with_logits, dice (inlined, compiled as one program).
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    bce = mean(target*softplus(-logits) + (1 - target)*softplus(logits), axis=P)
+    t = logits > 0
+    t_1 = where(t, logits*(1 - target), -logits*target) + softplus(where(t, -logits,
+        logits))
+    bce = mean(t_1, axis=P)
     sig = sigmoid(logits)
     total = sum(target*sig, axis=P)
     total_1 = sum(target, axis=P)
@@ -124,11 +127,11 @@ def bce_dice(logits, target, *, bce_weight=1.0, reduction="mean"):
         logits = jnp.astype(logits, jnp.float32)
         target = jnp.astype(target, jnp.float32)
     N = logits.shape[0]
-    bce = jnp.mean(
-        target * jax.nn.softplus(-logits) + (1 - target) * jax.nn.softplus(logits),
-        axis=-1,
-        keepdims=True,
+    t = logits > 0
+    t_1 = jnp.where(t, logits * (1 - target), -(logits * target)) + jax.nn.softplus(
+        jnp.where(t, -logits, logits)
     )
+    bce = jnp.mean(t_1, axis=-1, keepdims=True)
     sig = jax.nn.sigmoid(logits)
     total = jnp.sum(target * sig, axis=-1, keepdims=True)
     total_1 = jnp.sum(target, axis=-1, keepdims=True)

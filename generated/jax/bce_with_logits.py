@@ -16,11 +16,13 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    t = weight*(-(1 - target)*softplus(input) - pos_weight*target*softplus(-input))
-    loss = -t
+    t = input > 0
+    t_1 = (-1 + target - pos_weight*target)*softplus(where(t, -input, input)) + where(t,
+        input*(-1 + target), input*pos_weight*target)
+    loss = -weight*t_1
 
-    with weight, pos_weight None: loss = target*softplus(-input) + (1 -
-        target)*softplus(input)
+    with weight, pos_weight None: loss = -where(t, input*(-1 + target), input*target) +
+        softplus(where(t, -input, input))
 """
 
 import dataclasses
@@ -140,7 +142,10 @@ def bce_with_logits(input, target, weight=None, pos_weight=None, *, reduction="m
     C = input.shape[-1]
     # specialised: the defaults substituted into the loss
     if weight is None and pos_weight is None:
-        loss = target * jax.nn.softplus(-input) + (1 - target) * jax.nn.softplus(input)
+        t = input > 0
+        loss = jax.nn.softplus(jnp.where(t, -input, input)) - jnp.where(
+            t, input * (target - 1), input * target
+        )
         if reduction == "none":
             result = loss
         elif reduction == "sum":
@@ -152,11 +157,11 @@ def bce_with_logits(input, target, weight=None, pos_weight=None, *, reduction="m
             weight = jnp.full((), 1.0, dtype=dtype)
         if pos_weight is None:
             pos_weight = jnp.full((C,), 1.0, dtype=dtype)
-        t = weight * (
-            -((1 - target) * jax.nn.softplus(input))
-            - pos_weight * target * jax.nn.softplus(-input)
-        )
-        loss = -t
+        t = input > 0
+        t_1 = (target - pos_weight * target - 1) * jax.nn.softplus(
+            jnp.where(t, -input, input)
+        ) + jnp.where(t, input * (target - 1), input * pos_weight * target)
+        loss = -(weight * t_1)
         if reduction == "none":
             result = loss
         elif reduction == "sum":

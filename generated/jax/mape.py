@@ -16,7 +16,11 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    avg = mean(abs(input - target)/max(1e-07, abs(target)), axis=D)
+    magnitude = abs(target)
+    t = magnitude > max(1e-07, 2*abs(input))
+    t_1 = where(t, 1 - input/where(t, target, 1), abs(input - target)/max(1e-07,
+        magnitude))
+    avg = mean(t_1, axis=D)
     loss = 100*avg
 """
 
@@ -113,9 +117,14 @@ def mape(input, target, *, reduction="mean"):
         input = jnp.astype(input, jnp.float32)
         target = jnp.astype(target, jnp.float32)
     B = tuple(input.shape[0:-1])
-    avg = jnp.mean(
-        _abs(input - target) / _clip(_abs(target), lo=1e-07), axis=-1, keepdims=True
+    magnitude = _abs(target)
+    t = magnitude > _clip(2 * _abs(input), lo=1e-07)
+    t_1 = jnp.where(
+        t,
+        1 - input / jnp.where(t, target, 1),
+        _abs(input - target) / _clip(magnitude, lo=1e-07),
     )
+    avg = jnp.mean(t_1, axis=-1, keepdims=True)
     loss = 100 * avg
     if reduction == "none":
         result = jnp.reshape(loss, B)

@@ -15,7 +15,9 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    per_class = -target*softplus(-input) - (1 - target)*softplus(input)
+    t = input > 0
+    per_class = -softplus(where(t, -input, input)) + where(t, input*(-1 + target),
+        input*target)
     total = sum(weight*per_class, axis=C)
     loss = -total/C
 
@@ -121,9 +123,10 @@ def multilabel_soft_margin(input, target, weight=None, *, reduction="mean"):
     C = input.shape[1]
     # specialised: the defaults substituted into the loss
     if weight is None:
-        per_class = -(target * jax.nn.softplus(-input)) - (
-            1 - target
-        ) * jax.nn.softplus(input)
+        t = input > 0
+        per_class = jnp.where(
+            t, input * (target - 1), input * target
+        ) - jax.nn.softplus(jnp.where(t, -input, input))
         total = jnp.sum(per_class, axis=-1, keepdims=True)
         loss = -(total / C)
         if reduction == "none":
@@ -133,9 +136,10 @@ def multilabel_soft_margin(input, target, weight=None, *, reduction="mean"):
         else:
             result = jnp.mean(loss)
     else:
-        per_class = -(target * jax.nn.softplus(-input)) - (
-            1 - target
-        ) * jax.nn.softplus(input)
+        t = input > 0
+        per_class = jnp.where(
+            t, input * (target - 1), input * target
+        ) - jax.nn.softplus(jnp.where(t, -input, input))
         total = jnp.sum(weight * per_class, axis=-1, keepdims=True)
         loss = -(total / C)
         if reduction == "none":

@@ -21,15 +21,16 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
     t = 1 - label
     alpha_t = alpha*label + (1 - alpha)*t
-    t_1 = -logit
-    bce = label*softplus(t_1) + t*softplus(logit)
+    t_1 = logit > 0
+    t_2 = -logit
+    bce = where(t_1, logit*t, -label*logit) + softplus(where(t_1, t_2, logit))
     p = sigmoid(logit)
-    t_2 = label*sigmoid(t_1) + t*p
-    frozen = stop_gradient(t_2)
-    t_3 = t_2 > 0
-    loss = alpha_t*bce*where(t_3, where(t_3, t_2, 1)**gamma, frozen**gamma)/normalizer
+    t_3 = label*sigmoid(t_2) + t*p
+    frozen = stop_gradient(t_3)
+    t_4 = t_3 > 0
+    loss = alpha_t*bce*where(t_4, where(t_4, t_3, 1)**gamma, frozen**gamma)/normalizer
 
-    with normalizer None: loss = alpha_t*bce*where(t_3, where(t_3, t_2, 1)**gamma,
+    with normalizer None: loss = alpha_t*bce*where(t_4, where(t_4, t_3, 1)**gamma,
         frozen**gamma)
 """
 
@@ -143,16 +144,19 @@ def sigmoid_focal(
     if normalizer is None:
         t = 1 - label
         alpha_t = alpha * label + (1 - alpha) * t
-        t_1 = -logit
-        bce = label * jax.nn.softplus(t_1) + t * jax.nn.softplus(logit)
+        t_1 = logit > 0
+        t_2 = -logit
+        bce = jnp.where(t_1, logit * t, -(label * logit)) + jax.nn.softplus(
+            jnp.where(t_1, t_2, logit)
+        )
         p = jax.nn.sigmoid(logit)
-        t_2 = label * jax.nn.sigmoid(t_1) + t * p
-        frozen = jax.lax.stop_gradient(t_2)
-        t_3 = t_2 > 0
+        t_3 = label * jax.nn.sigmoid(t_2) + t * p
+        frozen = jax.lax.stop_gradient(t_3)
+        t_4 = t_3 > 0
         loss = (
             alpha_t
             * bce
-            * jnp.where(t_3, jnp.where(t_3, t_2, 1) ** gamma, frozen**gamma)
+            * jnp.where(t_4, jnp.where(t_4, t_3, 1) ** gamma, frozen**gamma)
         )
         if reduction == "none":
             result = loss
@@ -163,16 +167,19 @@ def sigmoid_focal(
     else:
         t = 1 - label
         alpha_t = alpha * label + (1 - alpha) * t
-        t_1 = -logit
-        bce = label * jax.nn.softplus(t_1) + t * jax.nn.softplus(logit)
+        t_1 = logit > 0
+        t_2 = -logit
+        bce = jnp.where(t_1, logit * t, -(label * logit)) + jax.nn.softplus(
+            jnp.where(t_1, t_2, logit)
+        )
         p = jax.nn.sigmoid(logit)
-        t_2 = label * jax.nn.sigmoid(t_1) + t * p
-        frozen = jax.lax.stop_gradient(t_2)
-        t_3 = t_2 > 0
+        t_3 = label * jax.nn.sigmoid(t_2) + t * p
+        frozen = jax.lax.stop_gradient(t_3)
+        t_4 = t_3 > 0
         loss = (
             alpha_t
             * bce
-            * jnp.where(t_3, jnp.where(t_3, t_2, 1) ** gamma, frozen**gamma)
+            * jnp.where(t_4, jnp.where(t_4, t_3, 1) ** gamma, frozen**gamma)
             / normalizer
         )
         if reduction == "none":

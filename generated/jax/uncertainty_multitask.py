@@ -20,9 +20,13 @@ Composes the specs bce_with_logits (inlined, compiled as one program).
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    bce1 = labels1*softplus(-logits1) + (1 - labels1)*softplus(logits1)
+    t = logits1 > 0
+    bce1 = where(t, logits1*(1 - labels1), -labels1*logits1) + softplus(where(t,
+        -logits1, logits1))
     s1 = log_vars[0]
-    bce2 = labels2*softplus(-logits2) + (1 - labels2)*softplus(logits2)
+    t_1 = logits2 > 0
+    bce2 = where(t_1, logits2*(1 - labels2), -labels2*logits2) + softplus(where(t_1,
+        -logits2, logits2))
     s2 = log_vars[1]
     loss = bce1*exp(-s1) + bce2*exp(-s2) + s1 + s2
 """
@@ -140,13 +144,15 @@ def uncertainty_multitask(
         labels2 = jnp.astype(labels2, jnp.float32)
     dtype = jnp.result_type(logits1)
     log_vars = jnp.astype(log_vars, dtype)
-    bce1 = labels1 * jax.nn.softplus(-logits1) + (1 - labels1) * jax.nn.softplus(
-        logits1
-    )
+    t = logits1 > 0
+    bce1 = jnp.where(
+        t, logits1 * (1 - labels1), -(labels1 * logits1)
+    ) + jax.nn.softplus(jnp.where(t, -logits1, logits1))
     s1 = log_vars[0]
-    bce2 = labels2 * jax.nn.softplus(-logits2) + (1 - labels2) * jax.nn.softplus(
-        logits2
-    )
+    t_1 = logits2 > 0
+    bce2 = jnp.where(
+        t_1, logits2 * (1 - labels2), -(labels2 * logits2)
+    ) + jax.nn.softplus(jnp.where(t_1, -logits2, logits2))
     s2 = log_vars[1]
     loss = bce1 * jnp.exp(-s1) + bce2 * jnp.exp(-s2) + s1 + s2
     if reduction == "none":

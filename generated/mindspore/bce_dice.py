@@ -19,7 +19,10 @@ Composes the specs bce_with_logits, dice (inlined, compiled as one program).
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    bce = mean(target*softplus(-logits) + (1 - target)*softplus(logits), axis=P)
+    t = logits > 0
+    t_1 = where(t, logits*(1 - target), -logits*target) + softplus(where(t, -logits,
+        logits))
+    bce = mean(t_1, axis=P)
     sig = sigmoid(logits)
     total = sum(target*sig, axis=P)
     total_1 = sum(target, axis=P)
@@ -136,11 +139,11 @@ def bce_dice(logits, target, *, bce_weight=1.0, reduction="mean"):
     dtype = logits.dtype
     N = logits.shape[0]
     bce_weight = ms.Tensor(bce_weight, dtype)
-    bce = ops.mean(
-        target * _softplus(-logits) + (1 - target) * _softplus(logits),
-        -1,
-        keep_dims=True,
+    t = logits > 0
+    t_1 = ops.where(t, logits * (1 - target), -(logits * target)) + _softplus(
+        ops.where(t, -logits, logits)
     )
+    bce = ops.mean(t_1, -1, keep_dims=True)
     sig = ops.sigmoid(logits)
     total = ops.sum(target * sig, -1, keepdim=True)
     total_1 = ops.sum(target, -1, keepdim=True)

@@ -16,10 +16,13 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    loss = -weight*(-(1 - target)*softplus(input) - pos_weight*target*softplus(-input))
+    t = input > 0
+    t_1 = (-1 + target - pos_weight*target)*softplus(where(t, -input, input)) + where(t,
+        input*(-1 + target), input*pos_weight*target)
+    loss = -weight*t_1
 
-    with weight, pos_weight None: loss = target*softplus(-input) + (1 -
-        target)*softplus(input)
+    with weight, pos_weight None: loss = -where(t, input*(-1 + target), input*target) +
+        softplus(where(t, -input, input))
 """
 
 import mindspore as ms
@@ -161,7 +164,10 @@ def bce_with_logits(input, target, weight=None, pos_weight=None, reduction="mean
     C = input.shape[-1]
     # specialised: the defaults substituted into the loss
     if weight is None and pos_weight is None:
-        loss = target * _softplus(-input) + (1 - target) * _softplus(input)
+        t = input > 0
+        loss = _softplus(ops.where(t, -input, input)) - ops.where(
+            t, input * (target - 1), input * target
+        )
         if reduction == "none":
             result = loss
         elif reduction == "sum":
@@ -173,13 +179,11 @@ def bce_with_logits(input, target, weight=None, pos_weight=None, reduction="mean
             weight = ops.full((), 1.0, dtype=dtype)
         if pos_weight is None:
             pos_weight = ops.full((C,), 1.0, dtype=dtype)
-        loss = -(
-            weight
-            * (
-                -((1 - target) * _softplus(input))
-                - pos_weight * target * _softplus(-input)
-            )
-        )
+        t = input > 0
+        t_1 = (target - pos_weight * target - 1) * _softplus(
+            ops.where(t, -input, input)
+        ) + ops.where(t, input * (target - 1), input * pos_weight * target)
+        loss = -(weight * t_1)
         if reduction == "none":
             result = loss
         elif reduction == "sum":

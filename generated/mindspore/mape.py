@@ -16,7 +16,11 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    avg = mean(abs(input - target)/max(1e-07, abs(target)), axis=D)
+    magnitude = abs(target)
+    t = magnitude > max(1e-07, 2*abs(input))
+    t_1 = where(t, 1 - input/where(t, target, 1), abs(input - target)/max(1e-07,
+        magnitude))
+    avg = mean(t_1, axis=D)
     loss = 100*avg
 """
 
@@ -96,12 +100,14 @@ def mape(input, target, *, reduction="mean"):
         target = ops.cast(target, ms.float32)
     dtype = input.dtype
     B = tuple(input.shape[0:-1])
-    avg = ops.mean(
-        ops.abs(input - target)
-        / ops.clamp(ops.abs(target), min=ms.Tensor(1e-07, dtype)),
-        -1,
-        keep_dims=True,
+    magnitude = ops.abs(target)
+    t = magnitude > ops.clamp(2 * ops.abs(input), min=ms.Tensor(1e-07, dtype))
+    t_1 = ops.where(
+        t,
+        1 - input / ops.where(t, target, 1),
+        ops.abs(input - target) / ops.clamp(magnitude, min=ms.Tensor(1e-07, dtype)),
     )
+    avg = ops.mean(t_1, -1, keep_dims=True)
     loss = 100 * avg
     if reduction == "none":
         result = ops.reshape(loss, B)

@@ -15,7 +15,9 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    per_class = -target*softplus(-input) - (1 - target)*softplus(input)
+    t = input > 0
+    per_class = -softplus(where(t, -input, input)) + where(t, input*(-1 + target),
+        input*target)
     total = sum(weight*per_class, axis=C)
     loss = -total/C
 
@@ -143,7 +145,10 @@ def multilabel_soft_margin(input, target, weight=None, reduction="mean"):
     C = input.shape[1]
     # specialised: the defaults substituted into the loss
     if weight is None:
-        per_class = -(target * _softplus(-input)) - (1 - target) * _softplus(input)
+        t = input > 0
+        per_class = ops.where(t, input * (target - 1), input * target) - _softplus(
+            ops.where(t, -input, input)
+        )
         total = ops.sum(per_class, -1, keepdim=True)
         loss = -(total / C)
         if reduction == "none":
@@ -153,7 +158,10 @@ def multilabel_soft_margin(input, target, weight=None, reduction="mean"):
         else:
             result = loss.sum() / loss.size
     else:
-        per_class = -(target * _softplus(-input)) - (1 - target) * _softplus(input)
+        t = input > 0
+        per_class = ops.where(t, input * (target - 1), input * target) - _softplus(
+            ops.where(t, -input, input)
+        )
         total = ops.sum(weight * per_class, -1, keepdim=True)
         loss = -(total / C)
         if reduction == "none":

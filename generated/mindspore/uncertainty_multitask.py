@@ -20,9 +20,13 @@ Composes the specs bce_with_logits (inlined, compiled as one program).
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    bce1 = labels1*softplus(-logits1) + (1 - labels1)*softplus(logits1)
+    t = logits1 > 0
+    bce1 = where(t, logits1*(1 - labels1), -labels1*logits1) + softplus(where(t,
+        -logits1, logits1))
     s1 = log_vars[0]
-    bce2 = labels2*softplus(-logits2) + (1 - labels2)*softplus(logits2)
+    t_1 = logits2 > 0
+    bce2 = where(t_1, logits2*(1 - labels2), -labels2*logits2) + softplus(where(t_1,
+        -logits2, logits2))
     s2 = log_vars[1]
     loss = bce1*exp(-s1) + bce2*exp(-s2) + s1 + s2
 """
@@ -162,9 +166,15 @@ def uncertainty_multitask(
         labels2 = ops.cast(labels2, ms.float32)
     dtype = logits1.dtype
     log_vars = ops.cast(log_vars, dtype)
-    bce1 = labels1 * _softplus(-logits1) + (1 - labels1) * _softplus(logits1)
+    t = logits1 > 0
+    bce1 = ops.where(t, logits1 * (1 - labels1), -(labels1 * logits1)) + _softplus(
+        ops.where(t, -logits1, logits1)
+    )
     s1 = log_vars[0]
-    bce2 = labels2 * _softplus(-logits2) + (1 - labels2) * _softplus(logits2)
+    t_1 = logits2 > 0
+    bce2 = ops.where(t_1, logits2 * (1 - labels2), -(labels2 * logits2)) + _softplus(
+        ops.where(t_1, -logits2, logits2)
+    )
     s2 = log_vars[1]
     loss = bce1 * ops.exp(-s1) + bce2 * ops.exp(-s2) + s1 + s2
     if reduction == "none":

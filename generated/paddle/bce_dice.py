@@ -19,7 +19,10 @@ Composes the specs bce_with_logits, dice (inlined, compiled as one program).
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    bce = mean(target*softplus(-logits) + (1 - target)*softplus(logits), axis=P)
+    t = logits > 0
+    t_1 = where(t, logits*(1 - target), -logits*target) + softplus(where(t, -logits,
+        logits))
+    bce = mean(t_1, axis=P)
     sig = sigmoid(logits)
     total = sum(target*sig, axis=P)
     total_1 = sum(target, axis=P)
@@ -136,11 +139,11 @@ def bce_dice(logits, target, *, bce_weight=1.0, reduction="mean"):
     dtype = logits.dtype
     N = _shape(logits)[0]
     bce_weight = paddle.full([], bce_weight, dtype=dtype)
-    bce = paddle.mean(
-        target * _softplus(-logits) + (1 - target) * _softplus(logits),
-        axis=-1,
-        keepdim=True,
+    t = logits > 0
+    t_1 = paddle.where(t, logits * (1 - target), -(logits * target)) + _softplus(
+        paddle.where(t, -logits, logits)
     )
+    bce = paddle.mean(t_1, axis=-1, keepdim=True)
     sig = F.sigmoid(logits)
     total = paddle.sum(target * sig, axis=-1, keepdim=True)
     total_1 = paddle.sum(target, axis=-1, keepdim=True)

@@ -16,8 +16,10 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    t = abs(input - target)/max(1e-07, abs(target))
-    avg = mean(t, axis=D)
+    magnitude = abs(target)
+    t = abs(input - target)/max(1e-07, magnitude)
+    t_1 = magnitude > max(1e-07, 2*abs(input))
+    avg = mean(where(t_1, 1 - input/where(t_1, target, 1), t), axis=D)
     loss = 100*avg
 """
 
@@ -110,10 +112,20 @@ def mape(input, target, *, reduction="mean"):
         target = paddle.cast(target, "float32")
     dtype = input.dtype
     B = tuple(_shape(input)[0:-1])
+    magnitude = paddle.abs(target)
     t = paddle.abs(input - target) / paddle.clip(
-        paddle.abs(target), min=paddle.full([], 1e-07, dtype=dtype)
+        magnitude, min=paddle.full([], 1e-07, dtype=dtype)
     )
-    avg = paddle.mean(t, axis=-1, keepdim=True)
+    t_1 = magnitude > paddle.clip(
+        2 * paddle.abs(input), min=paddle.full([], 1e-07, dtype=dtype)
+    )
+    avg = paddle.mean(
+        paddle.where(
+            t_1, 1 - input / paddle.where(t_1, target, paddle.full_like(target, 1)), t
+        ),
+        axis=-1,
+        keepdim=True,
+    )
     loss = 100 * avg
     if reduction == "none":
         result = paddle.reshape(loss, B)

@@ -15,7 +15,9 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    per_class = -target*softplus(-input) - (1 - target)*softplus(input)
+    t = input > 0
+    per_class = -softplus(where(t, -input, input)) + where(t, input*(-1 + target),
+        input*target)
     total = sum(weight*per_class, axis=C)
     loss = -total/C
 
@@ -150,7 +152,10 @@ def multilabel_soft_margin(
     C = _shape(input)[1]
     # specialised: the defaults substituted into the loss
     if weight is None:
-        per_class = -(target * _softplus(-input)) - (1 - target) * _softplus(input)
+        t = input > 0
+        per_class = paddle.where(t, input * (target - 1), input * target) - _softplus(
+            paddle.where(t, -input, input)
+        )
         total = paddle.sum(per_class, axis=-1, keepdim=True)
         loss = -(total / paddle.full([], C, dtype=dtype))
         if reduction == "none":
@@ -160,7 +165,10 @@ def multilabel_soft_margin(
         else:
             result = loss.mean()
     else:
-        per_class = -(target * _softplus(-input)) - (1 - target) * _softplus(input)
+        t = input > 0
+        per_class = paddle.where(t, input * (target - 1), input * target) - _softplus(
+            paddle.where(t, -input, input)
+        )
         total = paddle.sum(weight * per_class, axis=-1, keepdim=True)
         loss = -(total / paddle.full([], C, dtype=dtype))
         if reduction == "none":

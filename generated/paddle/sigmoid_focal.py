@@ -21,16 +21,17 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 
     t = 1 - label
     alpha_t = alpha*label + (1 - alpha)*t
-    t_1 = -logit
-    bce = label*softplus(t_1) + t*softplus(logit)
+    t_1 = logit > 0
+    t_2 = -logit
+    bce = where(t_1, logit*t, -label*logit) + softplus(where(t_1, t_2, logit))
     p = sigmoid(logit)
-    t_2 = label*sigmoid(t_1) + t*p
-    frozen = stop_gradient(t_2)
-    t_3 = t_2 > 0
-    t_4 = where(t_3, where(t_3, t_2, 1)**gamma, frozen**gamma)
-    loss = alpha_t*bce*t_4/normalizer
+    t_3 = label*sigmoid(t_2) + t*p
+    frozen = stop_gradient(t_3)
+    t_4 = t_3 > 0
+    t_5 = where(t_4, where(t_4, t_3, 1)**gamma, frozen**gamma)
+    loss = alpha_t*bce*t_5/normalizer
 
-    with normalizer None: loss = alpha_t*bce*t_4
+    with normalizer None: loss = alpha_t*bce*t_5
 """
 
 import paddle
@@ -156,18 +157,21 @@ def sigmoid_focal(
     if normalizer is None:
         t = 1 - label
         alpha_t = alpha * label + (1 - alpha) * t
-        t_1 = -logit
-        bce = label * _softplus(t_1) + t * _softplus(logit)
+        t_1 = logit > 0
+        t_2 = -logit
+        bce = paddle.where(t_1, logit * t, -(label * logit)) + _softplus(
+            paddle.where(t_1, t_2, logit)
+        )
         p = F.sigmoid(logit)
-        t_2 = label * F.sigmoid(t_1) + t * p
-        frozen = paddle.assign(t_2).detach()
-        t_3 = t_2 > 0
-        t_4 = paddle.where(
-            t_3,
-            paddle.where(t_3, t_2, paddle.full_like(t_2, 1)) ** gamma,
+        t_3 = label * F.sigmoid(t_2) + t * p
+        frozen = paddle.assign(t_3).detach()
+        t_4 = t_3 > 0
+        t_5 = paddle.where(
+            t_4,
+            paddle.where(t_4, t_3, paddle.full_like(t_3, 1)) ** gamma,
             frozen**gamma,
         )
-        loss = alpha_t * bce * t_4
+        loss = alpha_t * bce * t_5
         if reduction == "none":
             result = loss
         elif reduction == "sum":
@@ -177,18 +181,21 @@ def sigmoid_focal(
     else:
         t = 1 - label
         alpha_t = alpha * label + (1 - alpha) * t
-        t_1 = -logit
-        bce = label * _softplus(t_1) + t * _softplus(logit)
+        t_1 = logit > 0
+        t_2 = -logit
+        bce = paddle.where(t_1, logit * t, -(label * logit)) + _softplus(
+            paddle.where(t_1, t_2, logit)
+        )
         p = F.sigmoid(logit)
-        t_2 = label * F.sigmoid(t_1) + t * p
-        frozen = paddle.assign(t_2).detach()
-        t_3 = t_2 > 0
-        t_4 = paddle.where(
-            t_3,
-            paddle.where(t_3, t_2, paddle.full_like(t_2, 1)) ** gamma,
+        t_3 = label * F.sigmoid(t_2) + t * p
+        frozen = paddle.assign(t_3).detach()
+        t_4 = t_3 > 0
+        t_5 = paddle.where(
+            t_4,
+            paddle.where(t_4, t_3, paddle.full_like(t_3, 1)) ** gamma,
             frozen**gamma,
         )
-        loss = alpha_t * bce * t_4 / normalizer
+        loss = alpha_t * bce * t_5 / normalizer
         if reduction == "none":
             result = loss
         elif reduction == "sum":
