@@ -99,14 +99,10 @@ UNTAKEN_BRANCH = Bundle("untaken-branch", (
 ), opaque=(ir.TensorOp,))
 
 
-def _static_cond(c, prog) -> bool:
-    """A condition on a boolean hyperparameter: lowered to Python `if`, nothing to guard."""
-    return isinstance(c, sp.Symbol) and any(p.name == c.name and p.kind == "bool" for p in prog.spec.params)
-
-
 def _guard_branches(e, ctx):
     """Each branch of a Piecewise under its condition (the last one under "no other holds")."""
-    if not isinstance(e, sp.Piecewise) or any(_static_cond(p.cond, ctx.prog) for p in e.args):
+    # a select on boolean hyperparameters is a Python `if`: only its branch runs, nothing to guard
+    if not isinstance(e, sp.Piecewise) or any(ir.on_flags(p.cond, ctx.prog) for p in e.args):
         return None
     pairs, previous = [], []
     for p in e.args:

@@ -123,6 +123,16 @@ class Clip(sp.Function):
         return sp.Min(sp.Max(self.args[0], self.args[1]), self.args[2])._eval_evalf(prec)
 
 
+def on_flags(c, prog) -> bool:
+    """c is a condition on boolean hyperparameters alone (a bool parameter, And/Or/Not of
+    them): the generated code tests it in Python, so only the branch it picks runs."""
+    spec = getattr(prog, "spec", None)
+    if spec is None or not isinstance(c, (sp.Symbol, sp.And, sp.Or, sp.Not)):
+        return False
+    flags = {p.name for p in spec.params if p.kind == "bool"}
+    return all(str(s) in flags for s in c.free_symbols)
+
+
 def decided(c):
     """sp.true or sp.false for a condition without symbols or tensors that SymPy left
     unevaluated (`sigmoid(0) > 0`: losscc's functions of numbers stay symbolic), else c."""

@@ -73,7 +73,7 @@ def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None 
         names = grad_of if grad_of is not None else [
             i.name for i in prog.spec.inputs if i.dtype == "float" and inputs.get(i.name) is not None
         ] + [lr.name for lr in prog.spec.learnable]
-        diff = _Differences(ev, inputs, learnable)
+        diff = _Differences(ev, inputs, learnable, base["none"])
         fine = []  # entries whose rounding noise is not far below their own size
         for name in names:
             src = np.asarray(learnable[name] if name in learnable else inputs[name], dtype=float)
@@ -132,11 +132,12 @@ class _Differences:
     """Central differences of the summed per-element loss, one entry at a time, at the
     precision in force when it was made, selections frozen at the unperturbed point."""
 
-    def __init__(self, ev: Evaluator, inputs: dict, learnable: dict):
+    def __init__(self, ev: Evaluator, inputs: dict, learnable: dict, at=None):
+        """`at`: the per-element loss at the point where `ev` has just run there (else it runs)."""
         self.ev, self.inputs, self.learnable = ev, inputs, learnable
         # differences of the per-element loss, summed afterwards: a huge entry elsewhere
         # (exp(8000)) must not absorb the change of this one
-        self.f0 = np.asarray(ev.run()["none"], dtype=object).reshape(-1)
+        self.f0 = np.asarray(ev.run()["none"] if at is None else at, dtype=object).reshape(-1)
         # rounding noise of the differences: entries of size |f| resolve changes of |f| * 10^-dps
         self.noise = mpmath.fsum(abs(v) for v in self.f0 if mpmath.isfinite(v)) * mpmath.mpf(10) ** (-mpmath.mp.dps + 2)
         self.base = {}

@@ -359,8 +359,8 @@ STABILITY = (
          "rounds, c - bound does not", one_minus_clip),
     Rule("one-minus-ratio", "1 - n / d cancels near n = d; (d - n) / d, its common terms cancelled "
             "exactly, does not (taken where n / d > 1/2)", one_minus_ratio),
-    Rule("relative-difference", "(s T + R) / |T| (or / T, / max(|T|, c)) differentiates in T into two terms "
-            "of 1 / |T| that cancel where |R| << |T|; s + R / T there does not", relative_difference),
+    Rule("relative-difference", "(k T + R) / |T| (or / T, / max(|T|, c)) differentiates in T into two terms "
+            "of 1 / |T| that cancel where |R| << |T|; k + R / T there does not", relative_difference),
     Rule("sum-into-static-select", "rest + select(flag, a, b) on a boolean hyperparameter is "
             "select(flag, rest + a, rest + b), where a pair of terms then cancels in a branch",
             sum_into_static_select),

@@ -1,9 +1,11 @@
 """Stage 3: the stable rewrites that remove a cancellation between terms of a sum.
 
 `one-minus-ratio` (1 - n/d with n part of d), `one-minus-clip` (c - clip(x, lo, c - eps)),
-`logsumexp-minus-member` (logsumexp(x) - x[k]), `softplus-pair` (a softplus(-u) + b softplus(u))
-and `relative-difference` ((s T + R) / |T|, whose gradient in T cancels); registered with the
-others in :data:`losscc.rewrites.STABILITY`, proved in ``tests/test_rewrites.py``.
+`logsumexp-minus-member` (logsumexp(x) - x[k]), `softplus-pair` (a softplus(-u) + b softplus(u)),
+`relative-difference` ((k T + R) / |T|, whose gradient in T cancels), `difference-of-norms`
+(|u| - |v| sharing a term) and `sum-into-static-select` (which lets such a pair meet in a branch
+of a select on boolean hyperparameters); registered with the others in
+:data:`losscc.rewrites.STABILITY`, proved in ``tests/test_rewrites.py``.
 """
 
 from __future__ import annotations
@@ -292,15 +294,6 @@ def difference_of_norms(e, ctx):
     return None
 
 
-def _static(cond, ctx) -> bool:
-    """A condition on boolean hyperparameters only: lowered to a Python `if`, free at run time."""
-    spec = getattr(ctx.prog, "spec", None)
-    if spec is None or cond is sp.true:
-        return cond is sp.true
-    flags = {p.name for p in spec.params if p.kind == "bool"}
-    return bool(cond.free_symbols) and all(str(s) in flags for s in cond.free_symbols)
-
-
 def sum_into_static_select(e, ctx):
     """rest + c * select(flag, a, b) -> select(flag, rest + c a, rest + c b) for a select on
     boolean hyperparameters, where a pair of terms then cancels symbolically in a branch
@@ -311,7 +304,8 @@ def sum_into_static_select(e, ctx):
         return None
     for t in e.args:
         c, sel = t.as_coeff_Mul()
-        if not isinstance(sel, sp.Piecewise) or not all(_static(p.cond, ctx) for p in sel.args):
+        conds = [p.cond for p in sel.args] if isinstance(sel, sp.Piecewise) else []
+        if not conds or not all(c is sp.true or ir.on_flags(c, ctx.prog) for c in conds) or conds[0] is sp.true:
             continue
         rest = sp.Add(*[a for a in e.args if a is not t])
         branches = [rest + c * p.expr for p in sel.args]
