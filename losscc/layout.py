@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import re
 import tokenize
+from functools import lru_cache
 
 from . import lines
 from .lines import CLOSING, KEYWORDS, LINE_LENGTH, OPENING, Leaf, Line, line_str
@@ -180,6 +181,15 @@ def _is_tuple(body: list[Leaf]) -> bool:
 def split_line(text: str) -> list[str] | None:
     """One logical line (4-space indentation) laid out in lines of at most LINE_LENGTH
     where it can be; None if it is not one logical line."""
+    done = _split_line(text, lines.LINE_LENGTH)
+    return None if done is None else list(done)
+
+
+@lru_cache(maxsize=8192)
+def _split_line(text: str, width: int) -> tuple[str, ...] | None:
+    """split_line, remembered: a tree's modules repeat most of their lines (a full check
+    lays out about 13600 lines, 3200 of them distinct); `width` is lines.LINE_LENGTH, which
+    the split reads, so that a changed width is not served from the memory."""
     indent = len(text) - len(text.lstrip(" "))
     got = _leaves(text)
     if got is None or indent % 4:
@@ -190,22 +200,22 @@ def split_line(text: str) -> list[str] | None:
         line.append(leaf, preformatted=True, track_bracket=True)
     out = [line_str(ln) for ln in transform_line(line)]
     if not comment:
-        return out
+        return tuple(out)
     if len(out) == 1 and len(out[0]) + 2 + len(comment) <= lines.LINE_LENGTH:
-        return [f"{out[0]}  {comment}"]
-    return [" " * indent + comment] + out
+        return (f"{out[0]}  {comment}",)
+    return (" " * indent + comment, *out)
 
 
 def layout(text: str) -> str:
     """Every line that is one whole statement laid out as black lays it out: split where it
     is longer than LINE_LENGTH, redundant parentheses after `=`/`return`/`if` dropped,
     plain strings in double quotes."""
-    lines = text.split("\n")
+    rows = text.split("\n")
     out: list[str] = []
     starts = _statement_lines(text)
-    for n, ln in enumerate(lines, start=1):
+    for n, ln in enumerate(rows, start=1):
         if n in starts:
-            done = split_line(ln)
+            done = _split_line(ln, lines.LINE_LENGTH)
             if done is not None:
                 out += done
                 continue
