@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import posixpath
 import sys
 
 from . import __version__
@@ -192,7 +193,7 @@ def _tree_command(args) -> int:
                     "specs": len(b.specs), "files": len(b.files)}
 
     def shown(rel: str) -> str:
-        return printable(f"{b.out_rel}/{rel}" if b.out_rel != "." else rel, False)
+        return printable(posixpath.normpath(f"{b.out_rel}/{rel}") if b.out_rel != "." else rel, False)
 
     if args.command == "generate":
         try:

@@ -27,13 +27,15 @@ _ACTIVE: list[str] = []            # specs whose programs are being built, outer
 _CACHES: list[dict] = []          # per outermost build: each spec file's program, built once
 
 
-def find_spec(name: str, caller_path: str) -> tuple[str, object] | None:
-    """(shown path, file) of the spec `name`: beside the caller, else in the catalogue."""
-    local = Path(caller_path).parent / f"{name}.yaml"
+def find_spec(name: str, caller_path: str, folder: str = "") -> tuple[str, object] | None:
+    """(shown path, file) of the spec `name`: beside the caller (in `folder`, the caller's
+    absolute folder, not relative to the working directory), else in the catalogue."""
+    shown = Path(caller_path).parent / f"{name}.yaml"
+    local = Path(folder) / f"{name}.yaml" if folder else shown
     if local.is_symlink():
         return None
     if local.is_file():
-        return str(local), local
+        return shown.as_posix(), local
     f = catalogue().get(name)
     return (f"<catalogue>/{name}.yaml", f) if f is not None else None
 
@@ -51,7 +53,7 @@ def _load(shown: str, f):
 def callee_program(node, name: str, caller, cache: dict):
     """The built program of the spec `name` called from the spec `caller`; `cache` holds the
     programs built for the outermost spec being compiled (so each file is built once)."""
-    found = find_spec(name, caller.path)
+    found = find_spec(name, caller.path, caller.folder)
     if found is None:
         return None
     chain = [*_ACTIVE, caller.name] if not _ACTIVE or _ACTIVE[-1] != caller.name else list(_ACTIVE)

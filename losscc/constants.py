@@ -15,18 +15,36 @@ from .ttype import Fail
 def opaque(cond):
     """cond with every Piecewise inside it as the compiler's Where, which SymPy leaves
     alone: a Piecewise in a condition makes SymPy piecewise_fold it, which runs
-    simplify_logic and simplify (unbounded: products of 30 sigmoids took minutes)."""
-    if not isinstance(cond, sp.Basic) or not cond.has(sp.Piecewise):
-        return cond
+    simplify_logic and simplify (unbounded: products of 30 sigmoids took minutes).
 
-    def where(pw):
-        *pairs, (last, _) = pw.args
-        out = last
-        for expr, c in reversed(pairs):
-            out = ir.Where(c, expr, out)
+    The walk visits each distinct node once: bindings that use a `where` three times make a
+    DAG whose tree has 3**n nodes (a tree walk, SymPy's `has` and `replace`, took a minute at
+    n = 15)."""
+    if not isinstance(cond, sp.Basic):
+        return cond
+    memo: dict = {}
+
+    def walk(n):
+        done = memo.get(n)
+        if done is not None:
+            return done
+        if not n.args:
+            out = n
+        else:
+            args = tuple(walk(a) for a in n.args)
+            if isinstance(n, sp.Piecewise):
+                *pairs, (last, _) = [a.args for a in args]
+                out = last
+                for expr, c in reversed(pairs):
+                    out = ir.Where(c, expr, out)
+            elif all(a is b for a, b in zip(args, n.args)):
+                out = n
+            else:
+                out = n.func(*args)
+        memo[n] = out
         return out
 
-    return cond.replace(lambda n: isinstance(n, sp.Piecewise), where)
+    return walk(cond)
 
 
 def magnitude_digits(base, ex) -> float:

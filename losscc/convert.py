@@ -56,6 +56,13 @@ class Converter(CallRules, SpecCalls):
         self.indent = b.name_loc.col - 1 if b.name_loc.line else 0  # the block's indentation
         text = b.text
         self.shift = 0
+        odd = _non_ascii(text)
+        if odd is not None:
+            row, col, ch = odd
+            self.out.error(self.line + row, (self.col if row == 0 else 1) + col, "E201",
+                           f"{where}: the character {ascii(ch)} is not ASCII: Python reads letters like it as "
+                           "others (fullwidth 'ｘ' as 'x'), so the formula would not say what it computes")
+            return None
         try:
             try:
                 tree = ast.parse(text, mode="eval")
@@ -343,3 +350,13 @@ class Converter(CallRules, SpecCalls):
         return self._t(ir.Gather(x, i, sp.Symbol(k)), TType("float", self.union(TType("float", rest), it),
                                                            grad=xt.grad))
 
+
+def _non_ascii(text: str):
+    """(line offset, column offset, character) of the first non-ASCII character outside a
+    comment, or None."""
+    for row, line in enumerate(text.split("\n")):
+        code = line.split("#", 1)[0]
+        for col, ch in enumerate(code):
+            if ord(ch) > 127:
+                return row, col, ch
+    return None

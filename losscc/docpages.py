@@ -360,9 +360,19 @@ def write_docs(docs: Docs, out: Path) -> list[str]:
 
 
 def _atomic(path: Path, blob: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(blob)
-    os.replace(tmp, path)
+    """`blob` written to a new file beside `path` (created with O_EXCL under a random name, so
+    a committed link at a predictable temporary name is never written through) and moved
+    over `path` (which replaces a link there, never its target)."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def run_cli(args) -> int:
@@ -371,11 +381,12 @@ def run_cli(args) -> int:
 
     from . import emit
     from .errors import printable
-    from .project import find_project
+    from .project import find_project, require_inside
 
     project = find_project()
     specs = emit.load_all(emit.project_specs(project, args.specs), root=project.root)
     out = project.root / DOCS_DIR
+    require_inside(project.root, out, DOCS_DIR, "the docs folder")  # a linked docs/ included
     docs = build_docs(specs, project.root, full=not args.specs, frameworks=not args.check)
     if args.check:
         found = stale(docs, out)

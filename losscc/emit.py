@@ -255,6 +255,7 @@ def render_tree(specs: list[Spec], backends: tuple[Backend, ...] | None = None,
         except (ArithmeticError, AttributeError, IndexError, KeyError, TypeError, ValueError,
                 RecursionError, NotImplementedError) as exc:
             problems.append(internal_error(spec, exc))
+    problems += package_clashes(specs, package)
     if problems:
         raise SpecError(problems)
     for backend in backends:
@@ -263,6 +264,25 @@ def render_tree(specs: list[Spec], backends: tuple[Backend, ...] | None = None,
         losses = [(name, class_name(name)) for name, exported in modules if class_name(name) in exported]
         files[f"{backend.name}/__init__.py"] = render_init(backend.name, modules, losses)
     return files
+
+
+def package_clashes(specs: list[Spec], package: dict[str, list[str]] | None) -> list[Diagnostic]:
+    """E162 for modules of one package whose classes share a name (`mse_` and `mse` both
+    define `Mse`: the later import would replace the other's class in the exports and in
+    LOSSES); a spec named like the package's own `get_loss` is E120 already."""
+    by_name = {s.name: s for s in specs}
+    listed = {n for names in (package or {}).values() for n in names} | set(by_name)
+    owner: dict[str, str] = {}
+    out = []
+    for name in sorted(listed):
+        loc = by_name[name].name_loc if name in by_name else Location(f"{name}.py")
+        cls = class_name(name)
+        if cls in owner:
+            other = by_name[owner[cls]].path if owner[cls] in by_name else f"the module {owner[cls]}.py"
+            out.append(Diagnostic(loc, "E162", f"spec name '{name}' gives the class name '{cls}', which "
+                                               f"{other} ('{owner[cls]}') has too; rename one"))
+        owner.setdefault(cls, name)
+    return out
 
 
 def class_name(name: str) -> str:

@@ -175,11 +175,34 @@ def _related(name: str, modules: set[str] | None) -> bool:
     return modules is None or name == "__pycache__" or name.split(".")[0] in modules
 
 
+def _shadowing_siblings(out: Path) -> list[tuple[str, str]]:
+    """Entries beside the output folder that Python imports in its place: the folder has no
+    ``__init__.py`` (a namespace package), and a module ``generated.py`` (``.pyc``, ``.so``, any
+    of the interpreter's suffixes) in the same folder wins over a namespace folder of that name.
+    Reported as ``../<name>``."""
+    import importlib.machinery
+
+    try:
+        pfd = os.open(out.parent, _DIR)
+    except OSError:
+        return []
+    try:
+        found = []
+        for suffix in sorted(set(importlib.machinery.all_suffixes())):
+            st = _lstat(out.name + suffix, pfd)
+            if st is not None:
+                found.append((f"../{out.name}{suffix}", _kind(st) + ", imported instead of the output package"))
+        return found
+    finally:
+        os.close(pfd)
+
+
 def inspect(expected: dict[str, str], out: Path, backends: tuple[str, ...], full: bool) -> Report:
     """Compare the output folder with the expected files.  `full`: the whole tree is in scope
     (extra generated files and unexpected top-level entries count); otherwise only the
     expected modules and entries that could shadow them."""
     r = Report()
+    r.unexpected.extend(_shadowing_siblings(out))
     if not out.exists() and not out.is_symlink():
         r.missing.extend(sorted(expected))
         return r

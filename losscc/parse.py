@@ -162,18 +162,18 @@ def build_program(spec: Spec) -> Program:
             continue
         conv.current = b.name
         res = conv.binding(b, later, used)
+        if res is not None and ir.tree_size(res[0]) > limits.MAX_TREE:
+            # checked per binding, not at the end: bindings that use the one before several
+            # times triple the tree each time, and SymPy walks trees (not DAGs) in places
+            out.error(b.loc.line, b.loc.col, "E104",
+                      f"formula exceeds the limit 'tree' ({limits.MAX_TREE} nodes after inlining the bindings)")
+            out.raise_if_errors()
         if res is not None:
             env[b.name] = res
             bound.append((b.name, res[0]))
         else:
             conv.failed.add(b.name)
     out.raise_if_errors()
-    size = ir.tree_size(bound[-1][1])
-    if size > limits.MAX_TREE:
-        last = spec.bindings[-1]
-        out.error(last.loc.line, last.loc.col, "E104",
-                  f"formula exceeds the limit 'tree' ({limits.MAX_TREE} nodes after inlining the bindings)")
-        out.raise_if_errors()
     clip = spec.guards.get("clip")
     if clip:
         # guards: {clip: c} limits every unbounded float input to [-c, c] (logit clipping)
@@ -204,9 +204,6 @@ def build_program(spec: Spec) -> Program:
                   f"the loss '{loss_name}' does not depend on any float input or learnable tensor")
     if lt.dtype == "float":
         _check_ignored(spec, symbols, types, loss, loss_name, lt, last, out)
-    for b in spec.bindings[:-1]:
-        if b.name not in used:
-            out.error(b.name_loc.line, b.name_loc.col, "E142", f"binding '{b.name}' is never used")
     denominators: dict[str, sp.Expr | None] = {}
     for red in spec.reductions:
         if red.denominator is None:
@@ -229,6 +226,9 @@ def build_program(spec: Spec) -> Program:
                       f"has [{', '.join(lt.axes)}]; use the loss's axes or a scalar")
             continue
         denominators[red.name] = expr
+    for b in spec.bindings[:-1]:  # a denominator's use counts (a count of positives, say)
+        if b.name not in used:
+            out.error(b.name_loc.line, b.name_loc.col, "E142", f"binding '{b.name}' is never used")
     out.raise_if_errors()
     composed = getattr(conv, "composed", ())
     if composed:  # the header's digest covers the called specs too (check notices their change)

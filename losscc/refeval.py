@@ -149,12 +149,12 @@ class Evaluator:
                 else:
                     d = self.ev(den_expr, env, memo)
                     if not self.prog.typeof(den_expr).axes:  # a scalar: not masked
-                        out[red.name] = whole / (d if not isinstance(d, np.ndarray) else d.reshape(-1)[0])
+                        out[red.name] = ieee_divide(whole, d if not isinstance(d, np.ndarray) else d.reshape(-1)[0])
                         continue
                     den = np.broadcast_to(np.asarray(d, dtype=object), loss.shape)
                 if valid is not None:
                     den = np.where(valid, den, 0)
-                out[red.name] = whole / total(den)
+                out[red.name] = ieee_divide(whole, total(den))
             return out
         finally:
             self.learnable = saved
@@ -441,3 +441,13 @@ class Evaluator:
                 for d, n in zip(ds, self.sizes[a]):
                     out[d] = n
         return out
+
+
+def ieee_divide(a, b):
+    """a / b with the floating-point meaning at b = 0 (NaN for 0 / 0, a signed infinity
+    otherwise), as the frameworks compute a mean whose denominator sums to 0."""
+    if b != 0:
+        return a / b
+    if a == 0 or mpmath.isnan(a):
+        return mpmath.mpf("nan")
+    return mpmath.mpf("inf") * mpmath.sign(a)

@@ -123,14 +123,30 @@ def _wrap(text: str, width: int = 88, prefix: str = "") -> str:
 
 
 def normalise(text: str, code: bool = True) -> str:
-    """LF endings, no trailing spaces, one final newline; code is laid out in black's style."""
+    """LF endings, no trailing spaces, one final newline; code is laid out in black's style,
+    with no encoding declaration on its first two lines."""
     lines = [ln.rstrip() for ln in text.replace("\r\n", "\n").split("\n")]
     text = "\n".join(lines)
     text = re.sub(r"\n{4,}", "\n\n\n", text)
     text = text.strip("\n") + "\n"
     if code:
-        text = layout(text)
+        text = no_coding_declaration(layout(text))
     return text
+
+
+# PEP 263: a comment on line 1 or 2 that holds `coding:` or `coding=` names the file's codec;
+# Python decodes the file with it before it reads a token
+_CODING = re.compile(r"coding([:=])")
+
+
+def no_coding_declaration(text: str) -> str:
+    """`text` with `coding:`/`coding=` on its first two lines written `coding :`: a header comment
+    shows the spec's path, and a folder named `coding=unicode_escape` would otherwise make Python
+    decode the module with a codec that turns the docstring's escaped quotes back into quotes."""
+    head = text.split("\n", 2)
+    for i in range(min(2, len(head) - 1)):
+        head[i] = _CODING.sub(r"coding \1", head[i])
+    return "\n".join(head)
 
 
 def version_line() -> str:

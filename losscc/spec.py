@@ -15,7 +15,9 @@ learnables (:mod:`losscc.specinputs`); formula, reductions and guards
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import os
 from pathlib import Path
 
 from . import limits
@@ -59,7 +61,8 @@ def load_spec(path: str | Path, display: str | None = None) -> Spec:
         line = raw[: exc.start].count(b"\n") + 1
         col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
         raise SpecError([Diagnostic(Location(shown, line, col), "E100", f"spec is not UTF-8 ({exc.reason})")])
-    return spec_from_text(text, shown, hashlib.sha256(raw).hexdigest())
+    spec = spec_from_text(text, shown, hashlib.sha256(raw).hexdigest())
+    return dataclasses.replace(spec, folder=os.path.abspath(path.parent))
 
 
 def spec_from_text(text: str, path: str = "<spec>", sha256: str | None = None) -> Spec:

@@ -109,6 +109,10 @@ def specialise_none(ctx: Context, loss: sp.Expr, dens: dict, names: dict) -> Non
         # a per-element denominator that became 1 counts the elements: the plain mean
         if v == 1 and dens[k] is not None and prog.typeof(dens[k]).axes:
             new_dens[k] = None
+        elif v is not None and dens[k] is not None and prog.typeof(v).axes != prog.typeof(dens[k]).axes:
+            # a per-element denominator that lost its axes (where(sum(m, axis=L) > 0, 1, 0) at
+            # m = 1 is one number) would divide once instead of being summed over the elements
+            return None
     new_names: dict = {}
     for node, name in names.items():
         new = _substitute_defaults(node, ctx)

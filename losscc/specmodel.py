@@ -120,6 +120,7 @@ class Spec:
     backward: str = ""              # autograd | custom | auto (losscc.backward); "": the project's default
     path: str = "<spec>"
     source_sha256: str = ""
+    folder: str = ""                # the absolute folder the file was read from ("" for text); specs it calls are found there
     composes: tuple[str, ...] = ()  # specs its formula calls (set when its program is built)
     name_loc: Location = Location()
     overrides: tuple[tuple[str, str], ...] = ()   # command-line options that changed the guards

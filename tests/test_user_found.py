@@ -100,3 +100,44 @@ def test_clip_bounds_in_the_wrong_order_are_a_value_error(backend, tmp_path):
     with pytest.raises(ValueError, match=r"clip_params: clip bounds need lo <= hi; received: hi=-1.0, lo=1.0"):
         mod.clip_params(x, lo=1.0, hi=-1.0)
     _check(spec, backend, [case(spec, {"N": (2,), "C": (3,)}, seed=11)], tmp_path)
+
+
+# found by a second fresh-loss trial (2026-12-05): optax's ranking_softmax_loss with its mask left out
+
+@pytest.mark.parametrize("backend", ["paddle", "mindspore"])
+def test_optional_input_in_a_per_element_denominator_left_out(backend, tmp_path):
+    """With m None its default 1 was substituted into the mean's denominator
+    where(sum(m, axis=L) > 0, 1, 0), which became one number: the mean divided the sum by 1
+    instead of by N (12 for 3 at x = ones([4, 3]))."""
+    spec = spec_of("""
+        name: opt_den
+        summary: s.
+        inputs:
+          x: {dtype: float, shape: [N, L]}
+          m: {dtype: float, shape: [N, L], domain: "{0, 1}", optional: true}
+        formula: |
+          loss = sum(x * m, axis=L)
+        reductions:
+          mean: {denominator: "where(sum(m, axis=L) > 0, 1.0, 0.0)"}
+    """, "opt_den")
+    given = case(spec, {"N": (4,), "L": (3,)}, seed=1)
+    given.inputs["m"] = np.array([[1.0, 0, 1], [0, 0, 0], [1, 1, 1], [0, 1, 0]])
+    left_out = case(spec, {"N": (4,), "L": (3,)}, seed=2, none=("m",))
+    _check(spec, backend, [given, left_out], tmp_path)
+
+
+def test_a_binding_used_only_in_a_denominator_is_used():
+    spec = spec_of("""
+        name: den_bind
+        summary: s.
+        inputs:
+          x: {dtype: float, shape: [N, L]}
+        formula: |
+          npos = sum(where(x > 0, 1.0, 0.0), axis=L)
+          loss = sum(x**2, axis=L)
+        reductions:
+          mean: {denominator: npos}
+    """, "den_bind")
+    from losscc.parse import build_program
+    prog = build_program(spec)
+    assert prog.denominators["mean"] is not None

@@ -376,3 +376,24 @@ def test_a_tie_with_a_float_hyperparameter_is_a_tie_in_float32(tmp_path):
     x = np.array([float(np.float32(1e-3)), 0.5, -0.25])
     tie = CaseData("tie", "test", {"input": x}, {"tol": 1e-3}, {}, from_reference=True)
     check(spec, modules(spec, tmp_path), [tie], dtypes=("float32", "float64"))
+
+
+def test_float32_hyperparameters_stay_inside_their_bounds():
+    """max: 0.1 rounds to 0.10000000149 in float32, which the generated function refuses."""
+    from losscc.verify import _param32
+    for v, lo, hi in ((0.1, 0.0, 0.1), (0.3, 0.3, 1.0), (0.05, 0.0, 0.1), (0.7, None, None)):
+        got = _param32(v, lo, hi)
+        assert float(np.float32(got)) == got
+        assert (lo is None or got >= lo) and (hi is None or got <= hi)
+        assert abs(got - v) <= 2 * np.spacing(np.float32(v))
+    assert _param32(0.1, 0.0, 0.1) < 0.1 < float(np.float32(0.1))
+
+
+def test_a_mean_whose_denominator_sums_to_zero_is_nan_not_a_crash():
+    import mpmath
+
+    from losscc.refeval import ieee_divide
+    assert mpmath.isnan(ieee_divide(mpmath.mpf(0), 0))
+    assert ieee_divide(mpmath.mpf(3), mpmath.mpf(0)) == mpmath.inf
+    assert ieee_divide(mpmath.mpf(-3), 0) == -mpmath.inf
+    assert ieee_divide(mpmath.mpf(3), 2) == 1.5
