@@ -102,8 +102,8 @@ def _varied_params(spec: Spec, k: int) -> dict:
 
 # --------------------------------------------------------------------------- extreme
 
-EXTREME_SCALES = (1e2, 1e4, 1e18)  # 1e18: squares still fit in float32
-TINY_DIFFERENCES = (1e-8, 1e-20)    # relative to entries of size 1; 1e-20 is below float64's eps
+EXTREME_SCALES = (1e-4, 1e2, 1e4, 1e18)  # 1e18: squares still fit in float32; 1e-4: 1 + x**2 rounds to 1
+TINY_DIFFERENCES = (1e-8, 1e-4, 1e-20)   # 1e-8 relative to entries of size 1; 1e-4 and 1e-20 from 0
 
 
 def extreme_cases(spec: Spec, seed: int = 0) -> list[CaseData]:
@@ -111,10 +111,12 @@ def extreme_cases(spec: Spec, seed: int = 0) -> list[CaseData]:
 
     Per float input with an unbounded domain: entries of magnitude 1e2, 1e4 and 1e18 (the
     others stay ordinary); probabilities exactly 0 and 1 where the domain is closed there;
-    tiny (1e-30) and huge (1e30) values where the domain is (0, inf) or [0, inf).  Per pair of
-    same-shaped real inputs a, b: equal (difference exactly 0), one ulp apart, and differences
-    of 1e-8 and 1e-20 (b = a + 1e-8 on entries of size 1; a = +-1e-20, b = 0), where a loss
-    of the difference must keep its relative accuracy (log(cosh(d)) ~ d**2 / 2).  Per pair of
+    tiny (1e-30) and huge (1e30) values where the domain is (0, inf) or [0, inf); entries of
+    1e-4 where it is unbounded (float32 holds them and their squares, but 1 + x**2 is 1).  Per
+    pair of same-shaped real inputs a, b: equal (difference exactly 0), one ulp apart, and
+    differences of 1e-8, 1e-4 and 1e-20 (b = a + 1e-8 on entries of size 1; a = +-1e-4 or
+    +-1e-20, b = 0), where a loss of the difference must keep its relative accuracy
+    (log(cosh(d)) ~ d**2 / 2, sqrt(1 + d**2) - 1 ~ d**2 / 2; 1e-4 is the one float32 can tell).  Per pair of
     same-shaped float inputs of continuous domains: a relative difference of 1e-8 at ordinary
     values of both.  Per real input with a last axis: rows of near-equal entries (a few float32
     ulps apart).  Per comparison, clip bound and max/min of the formula whose sides depend
@@ -176,7 +178,7 @@ def _pair_extremes(a: str, b: str, va: np.ndarray, seed: int) -> list[tuple[str,
     sign = np.where(rng.random(va.shape) < 0.5, -1.0, 1.0)
     unit = sign * np.round(rng.uniform(0.5, 1.0, va.shape), 3)
     for dd in TINY_DIFFERENCES:
-        if dd >= np.finfo(float).eps:
+        if dd == 1e-8:
             out.append((f"{a}_near_{b}_{dd:.0e}", {a: unit, b: unit + sign * dd}))
         else:
             out.append((f"{a}_near_{b}_{dd:.0e}", {a: unit * dd, b: np.zeros(va.shape)}))

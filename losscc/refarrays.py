@@ -143,3 +143,13 @@ def infer_sizes(prog: Program, inputs: dict) -> dict[str, tuple[int, ...]]:
             variadic = any(f"*{a}" in inp.shape for inp in prog.spec.inputs)
             sizes[a] = () if variadic else (1,)
     return sizes
+
+
+def ieee_divide(a, b):
+    """a / b with the floating-point meaning at b = 0 (NaN for 0 / 0, a signed infinity
+    otherwise), as the frameworks compute a mean whose denominator sums to 0."""
+    if b != 0:
+        return a / b
+    if a == 0 or mpmath.isnan(a):
+        return mpmath.mpf("nan")
+    return mpmath.mpf("inf") * mpmath.sign(a)

@@ -19,6 +19,7 @@ from .refarrays import (
     Layout,
     first_max,
     first_min,
+    ieee_divide,
     infer_sizes,
     place,
     select,
@@ -442,12 +443,3 @@ class Evaluator:
                     out[d] = n
         return out
 
-
-def ieee_divide(a, b):
-    """a / b with the floating-point meaning at b = 0 (NaN for 0 / 0, a signed infinity
-    otherwise), as the frameworks compute a mean whose denominator sums to 0."""
-    if b != 0:
-        return a / b
-    if a == 0 or mpmath.isnan(a):
-        return mpmath.mpf("nan")
-    return mpmath.mpf("inf") * mpmath.sign(a)

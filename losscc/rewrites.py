@@ -13,6 +13,7 @@ import sympy as sp
 
 from . import bounded, ir
 from .passes import Bundle, Fired, Rule, context, run
+from .rewrites_roots import power_minus_constant
 from .rewrites_sums import (difference_of_norms, is_one, logsumexp_minus_member, one_minus_clip, one_minus_ratio,
                            relative_difference, softplus_pair, sum_into_static_select)
 
@@ -355,6 +356,9 @@ STABILITY = (
             _log_cosh),
     Rule("log1p", "log(1 + x) loses x when |x| is small; log1p(x) does not", _log1p),
     Rule("expm1", "exp(x) - 1 cancels near 0; expm1(x) does not", _expm1),
+    Rule("power-minus-constant", "(k + U)**p - k**p loses U where |U| << k (pseudo-Huber's "
+         "sqrt(1 + r**2) - 1 is 0 at r = 1e-4 in float32); U / (sqrt(k + U) + sqrt(k)) for a square root, "
+         "k**p expm1(p log1p(U / k)) for other powers where |U| < k, do not", power_minus_constant),
     Rule("one-minus-clip", "c - clip(x, lo, hi) = clip(c - x, c - hi, c - lo); a bound near c (1 - eps) "
          "rounds, c - bound does not", one_minus_clip),
     Rule("one-minus-ratio", "1 - n / d cancels near n = d; (d - n) / d, its common terms cancelled "

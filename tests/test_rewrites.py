@@ -530,7 +530,46 @@ def test_one_minus_cosine_refuses_what_is_not_a_cosine():
 def test_every_rule_has_a_symbolic_proof():
     assert set(ELEMENTWISE_TRIGGERS) | set(SIGNED_TRIGGERS) | set(SIDED_TRIGGERS) | set(TENSOR_TRIGGERS) \
         | set(BRANCHED_TRIGGERS) | {"one-minus-cosine", "one-minus-clip", "softplus-pair", "relative-difference",
-                                   "difference-of-norms", "sum-into-static-select"} == set(RULES)
+                                   "difference-of-norms", "sum-into-static-select",
+                                   "power-minus-constant"} == set(RULES)
+
+
+# proved for x, y > 0 (k > 0 and k + U > 0)
+POWERS = [sp.sqrt(1 + x**2) - 1, 3 - 3 * sp.sqrt(x**2 + 1), sp.sqrt(x + 4) - 2 + y,
+          (1 + x**2) ** sp.Rational(1, 3) - 1, 1 - 1 / sp.sqrt(1 + x**2), (x**2 + 2) ** sp.Rational(3, 2) - 2 * sp.sqrt(2)]
+
+
+@pytest.mark.parametrize("before", POWERS, ids=str)
+def test_power_minus_constant_is_an_identity_in_each_branch(before):
+    after = RULES["power-minus-constant"].apply(before, BARE)
+    assert after is not None and after != before, f"does not fire on {before}"
+    p, q = sp.Symbol("p", positive=True), sp.Symbol("q", positive=True)
+    selects = [n for n in sp.preorder_traversal(after) if isinstance(n, ir.Where)]
+    assert len(selects) <= 1
+    for whole in [after.xreplace({selects[0]: b}) for b in selects[0].args[1:]] if selects else [after]:
+        d = elementary(before - whole).subs({x: p, y: q})
+        assert sp.simplify(d) == 0, f"{before} -> {whole} is not an identity"
+    # and the proof can fail: a wrong constant is caught
+    assert sp.simplify(elementary(before - whole - 1).subs({x: p, y: q})) != 0
+
+
+def test_power_minus_constant_needs_the_constant_and_a_positive_k():
+    rule = RULES["power-minus-constant"]
+    assert rule.apply(sp.sqrt(1 + x**2) - 2, BARE) is None   # -2 is not sqrt(1)
+    assert rule.apply(sp.sqrt(1 + x**2) + 1, BARE) is None   # a sum, nothing cancels
+    assert rule.apply((1 + x) ** 2 - 1, BARE) is None        # an integer power: SymPy expands it
+    assert rule.apply(sp.sqrt(x**2 - 1) - sp.I, BARE) is None  # k = -1 is not positive
+    eps = """
+x: {dtype: float, shape: [N]}
+t: {dtype: float, shape: [N]}
+"""
+    # eps may be 0 (min: 0): not rewritten in the general program, only where eps > 0 is known
+    prep = prepare(make_spec(eps, "loss = sqrt((x - t)**2 + e**2) - e", "params:\n  e: {default: 0.001, min: 0}\n"))
+    assert "power-minus-constant" not in fired_rules(prep)
+    assert prep.loss.has(sp.Eq), prep.loss  # split on e == 0: that side keeps the guarded square root
+    e = prep.prog.symbols["e"]  # the side e > 0 divides by e + sqrt(...), the conjugate form
+    assert any(isinstance(n, sp.Pow) and n.exp == -1 and e in sp.Add.make_args(n.base)
+               for n in sp.preorder_traversal(prep.loss)), prep.loss
 
 
 # --------------------------------------------------------------------------- range rewrites
@@ -736,6 +775,8 @@ NUMERIC_TRIGGERS = {
     "log-cosh": ["loss = log(cosh(x))", "loss = t * log(cosh(x - t))"],
     "logsumexp-minus-member": ["loss = logsumexp(x, axis=C) - x[y]", "loss = log(sum(exp(x), axis=C)) - x[y] + t"],
     "one-minus-ratio": ["loss = 1 - t / (t + x**2 + 1e-7)", "loss = x * (1 - (t + 1) / (t + exp(x) + 1))"],
+    "power-minus-constant": ["loss = sqrt(1 + (x - t)**2) - 1", "loss = t * ((1 + x**2 / 4)**0.25 - 1)",
+                             "loss = 2 - 2 / sqrt(1 + x**2)"],
     "one-minus-clip": ["loss = -log(1 - clip(t, 1e-7, 1 - 1e-7)) * x",
                        "loss = x**2 * (1 - clip(t, 0.25, 1 - 0.25)) + t"],
     "relative-difference": ["loss = abs(x - t) / max(abs(t), 1e-7)", "loss = x**2 * (t - x) / t",
@@ -782,7 +823,7 @@ def test_fired_records_are_pairs_of_equal_values():
                      " + t * (1 - sum(x * t, axis=C) / sqrt((sum(x**2, axis=C) + 1) * sum(t**2, axis=C)))"
                      " + x * (1 - t / (t + x**2 + 1)) + t * (logsumexp(x, axis=C) - x[y])"
                      " + x * log(1 - clip(t, 1e-7, 1 - 1e-7)) + abs(x - t) / max(abs(t), 1e-7)"
-                     " + norm(x - t, axis=C) - norm(x + 1, axis=C)")
+                     " + norm(x - t, axis=C) - norm(x + 1, axis=C) + t * (sqrt(1 + x**2) - 1)")
     prog = build_program(spec)
     fired = []
     optimize(prog.loss, fired=fired)
@@ -1027,6 +1068,9 @@ HARD = [
     ("log-add-exp", sp.log(sp.exp(x) + sp.exp(x - 1)), 800.0, lambda v: v + mpmath.log1p(mpmath.exp(-1))),
     ("log-add-exp", sp.log(sp.exp(x) + sp.exp(-x)), -710.0, lambda v: -v + mpmath.log1p(mpmath.exp(2 * v))),
     ("log-of-exp-product", sp.log(3 * sp.exp(x)), 800.0, lambda v: v + mpmath.log(3)),
+    ("power-minus-constant", sp.sqrt(1 + x**2) - 1, 1e-9, lambda v: mpmath.sqrt(1 + v**2) - 1),
+    ("power-minus-constant", (1 + x**2) ** sp.Rational(1, 3) - 1, 1e-9, lambda v: mpmath.cbrt(1 + v**2) - 1),
+    ("power-minus-constant", 1 - 1 / sp.sqrt(1 + x), 1e-17, lambda v: 1 - 1 / mpmath.sqrt(1 + v)),
 ]
 
 

@@ -392,7 +392,7 @@ def test_float32_hyperparameters_stay_inside_their_bounds():
 def test_a_mean_whose_denominator_sums_to_zero_is_nan_not_a_crash():
     import mpmath
 
-    from losscc.refeval import ieee_divide
+    from losscc.refarrays import ieee_divide
     assert mpmath.isnan(ieee_divide(mpmath.mpf(0), 0))
     assert ieee_divide(mpmath.mpf(3), mpmath.mpf(0)) == mpmath.inf
     assert ieee_divide(mpmath.mpf(-3), 0) == -mpmath.inf

@@ -59,6 +59,7 @@ from .perceptron import Perceptron
 from .pinball import Pinball
 from .poisson_nll import PoissonNll
 from .poly_loss import PolyLoss
+from .pseudo_huber import PseudoHuber
 from .quantize_ste import QuantizeSte
 from .sigmoid_focal import SigmoidFocal
 from .smooth_l1 import SmoothL1
@@ -123,6 +124,7 @@ LOSSES = {
     "pinball": Pinball,
     "poisson_nll": PoissonNll,
     "poly_loss": PolyLoss,
+    "pseudo_huber": PseudoHuber,
     "quantize_ste": QuantizeSte,
     "sigmoid_focal": SigmoidFocal,
     "smooth_l1": SmoothL1,
@@ -206,6 +208,7 @@ __all__ = [
     "Pinball",
     "PoissonNll",
     "PolyLoss",
+    "PseudoHuber",
     "QuantizeSte",
     "SigmoidFocal",
     "SmoothL1",
