@@ -37,12 +37,12 @@ def _root(k, p, ctx):
 
 def power_minus_constant(e, ctx):
     """c (k + U)**p - c k**p -> c U / (sqrt(k + U) + sqrt(k)) for p = 1/2, and
-    c k**p expm1(p log1p(U / k)) where |U| < k for other non-integer p (the written form
+    c k**p expm1(p log1p(U / k)) where |U| < k / 2 for other non-integer p (the written form
     elsewhere); k > 0 proved, made of numbers and hyperparameters, U reading a tensor.
 
     Both are identities for k > 0 and k + U >= 0; neither subtracts two numbers near k**p.
-    The conjugate form is exact everywhere; the expm1 form is accurate for |U| < k, beyond
-    which (1 + x)**p - 1 (x >= 1, or 1 + x near 0) does not cancel, and exp of a large
+    The conjugate form is exact everywhere; the expm1 form is accurate for |U| < k / 2, beyond
+    which (1 + x)**p - 1 (|x| >= 1/2) cancels by a few bits at most, and exp of a large
     log would cost p log(x) ulps."""
     if not isinstance(e, sp.Add) or len(e.args) < 2:
         return None
@@ -68,7 +68,9 @@ def power_minus_constant(e, ctx):
         left = [] if left == 0 else [left]
         if p == sp.Rational(1, 2):
             return sp.Add(c * u / (sp.sqrt(k + u) + kp), *left)
-        near = kp * ir.expm1(p * ir.log1p(u / k))
+        # the near form reads U / k clipped to [-1/2, 1/2], where it is taken, so its untaken
+        # side stays finite (log1p(-1) is -inf; 0 * inf in the backward of the select is NaN)
+        near = kp * ir.expm1(p * ir.log1p(ir.Clip(u / k, -sp.Rational(1, 2), sp.Rational(1, 2))))
         written = ctx.keep(sp.Add(base ** p, -kp, evaluate=False))
-        return sp.Add(c * ir.Where(sp.StrictLessThan(ir.real_abs(u), k), near, written), *left)
+        return sp.Add(c * ir.Where(sp.StrictLessThan(ir.real_abs(u), k / 2), near, written), *left)
     return None
