@@ -76,7 +76,7 @@ def stop_gradient(x):
 
 
 def where(cond, a, b):
-    return sp.Piecewise((a, cond), (b, True), evaluate=False)
+    return ir.piecewise((a, cond), (b, True))
 
 
 def spec_from_sympy(name: str, summary: str, inputs: dict, formula, params: dict | None = None,

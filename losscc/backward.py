@@ -243,7 +243,7 @@ class _Partials:
             sel = [(sp.Integer(0), q.cond) for q in e.args[:k]] + [(g, p.cond)]
             if p.cond is not sp.true:
                 sel.append((sp.Integer(0), sp.true))
-            out.append((p.expr, sp.Piecewise(*sel, evaluate=False) if len(sel) > 1 else g))
+            out.append((p.expr, ir.piecewise(*sel) if len(sel) > 1 else g))
         return out
 
     def _p_Where(self, e, g):
@@ -272,7 +272,7 @@ class _Partials:
 
     def _p_ReduceMax(self, e, g):  # shared evenly among the tied entries
         x, ax = e.args
-        tied = sp.Piecewise((1, sp.Eq(x, e)), (0, True), evaluate=False)
+        tied = ir.piecewise((1, sp.Eq(x, e)), (0, True))
         return [(x, g * tied / ir.ReduceSum(tied, ax))]
 
     def _p_Gather(self, e, g):

@@ -9,42 +9,8 @@ import math
 import sympy as sp
 
 from . import ir
+from .ir import opaque  # noqa: F401  (re-exported: convert and calls build selects with it)
 from .ttype import Fail
-
-
-def opaque(cond):
-    """cond with every Piecewise inside it as the compiler's Where, which SymPy leaves
-    alone: a Piecewise in a condition makes SymPy piecewise_fold it, which runs
-    simplify_logic and simplify (unbounded: products of 30 sigmoids took minutes).
-
-    The walk visits each distinct node once: bindings that use a `where` three times make a
-    DAG whose tree has 3**n nodes (a tree walk, SymPy's `has` and `replace`, took a minute at
-    n = 15)."""
-    if not isinstance(cond, sp.Basic):
-        return cond
-    memo: dict = {}
-
-    def walk(n):
-        done = memo.get(n)
-        if done is not None:
-            return done
-        if not n.args:
-            out = n
-        else:
-            args = tuple(walk(a) for a in n.args)
-            if isinstance(n, sp.Piecewise):
-                *pairs, (last, _) = [a.args for a in args]
-                out = last
-                for expr, c in reversed(pairs):
-                    out = ir.Where(c, expr, out)
-            elif all(a is b for a, b in zip(args, n.args)):
-                out = n
-            else:
-                out = n.func(*args)
-        memo[n] = out
-        return out
-
-    return walk(cond)
 
 
 def magnitude_digits(base, ex) -> float:

@@ -12,11 +12,13 @@ in, strings out; ``docs/spec.md`` ("Drop-in use") describes the field.
 
 from __future__ import annotations
 
+import builtins
 import keyword
 import re
 from dataclasses import dataclass
 
 from .errors import did_you_mean
+from .specnames import framework_names
 
 DROPIN_FIELDS = ("replaces", "classes", "function", "init", "aliases", "unbatched")
 IGNORED = "name"          # the keyword some libraries add to every loss; accepted and ignored
@@ -65,6 +67,11 @@ def parse(r, node, spec_name: str, inputs: list, params: list, learnable: list, 
             if not _CLASS.match(c) or c == class_name:
                 r.err(fields["classes"], "E128", f"{where}.classes: '{c}' is not a class name "
                       f"(CamelCase, other than {class_name})")
+            elif hasattr(builtins, c) or c in framework_names():
+                # `ValueError = Focal` at module level would turn the module's own input checks
+                # into calls of the loss class
+                r.err(fields["classes"], "E128", f"{where}.classes: '{c}' is a name the generated module "
+                      "uses (a Python builtin or a framework import); choose another")
         ignored_ok = IGNORED not in taken
 
         def check_args(key, allowed, what):

@@ -44,7 +44,7 @@ class Fused:
 
 def _smooth_l1(x, y, b):
     d = sp.Abs(x - y)
-    return sp.Piecewise((sp.Float(0.5) * d ** 2 / b, d < b), (-sp.Float(0.5) * b + d, True), evaluate=False)
+    return ir.piecewise((sp.Float(0.5) * d ** 2 / b, d < b), (-sp.Float(0.5) * b + d, True))
 
 
 def _huber(x, y, b):
@@ -60,7 +60,7 @@ def _bce(x, y):
 
 def _kl_div(x, y):
     pos = sp.StrictGreaterThan(y, 0)
-    return sp.Piecewise((y * (sp.log(ir.Where(pos, y, 1)) - x), pos), (0, True), evaluate=False)
+    return ir.piecewise((y * (sp.log(ir.Where(pos, y, 1)) - x), pos), (0, True))
 
 
 SHAPES = {

@@ -112,7 +112,7 @@ def _guard_branches(e, ctx):
         else:
             pairs.append((ctx.under(cond).run(UNTAKEN_BRANCH, p.expr), p.cond))
         previous.append(p.cond)
-    return sp.Piecewise(*pairs, evaluate=False)
+    return ir.piecewise(*pairs)
 
 
 BRANCH_GUARDS = Bundle("branch-guards", (

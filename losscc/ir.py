@@ -383,3 +383,45 @@ class Diff(TensorOp):
 ARG_EXTREMA = (ArgMax, ArgMin)
 AXIS_REMOVING = (ReduceSum, ReduceMean, ReduceMax, LogSumExp, ArgMax, ArgMin)
 AXIS_KEEPING = (Softmax, LogSoftmax)
+
+
+def opaque(cond):
+    """cond with every Piecewise inside it as the compiler's Where, which SymPy leaves
+    alone: a Piecewise in a condition makes SymPy piecewise_fold it, which runs
+    simplify_logic and simplify (unbounded: products of 30 sigmoids took minutes).
+
+    The walk visits each distinct node once: bindings that use a `where` three times make a
+    DAG whose tree has 3**n nodes (a tree walk, SymPy's `has` and `replace`, took a minute at
+    n = 15)."""
+    if not isinstance(cond, sp.Basic):
+        return cond
+    memo: dict = {}
+
+    def walk(n):
+        done = memo.get(n)
+        if done is not None:
+            return done
+        if not n.args:
+            out = n
+        else:
+            args = tuple(walk(a) for a in n.args)
+            if isinstance(n, sp.Piecewise):
+                *pairs, (last, _) = [a.args for a in args]
+                out = last
+                for expr, c in reversed(pairs):
+                    out = Where(c, expr, out)
+            elif all(a is b for a, b in zip(args, n.args)):
+                out = n
+            else:
+                out = n.func(*args)
+        memo[n] = out
+        return out
+
+    return walk(cond)
+
+
+def piecewise(*pairs) -> sp.Piecewise:
+    """Piecewise((value, cond), ...) built without SymPy's evaluation, every condition
+    through :func:`opaque`: a condition holding a Piecewise (log-cosh of log-cosh) made SymPy
+    rewrite it to ITE, solve inequalities and simplify (minutes, or an internal error)."""
+    return sp.Piecewise(*[(v, opaque(c)) for v, c in pairs], evaluate=False)

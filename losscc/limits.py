@@ -10,6 +10,7 @@ MAX_BINDINGS = 64
 MAX_DEPTH = 40             # nesting depth of a formula expression
 MAX_NODES = 2000           # expression nodes in one formula, as written
 MAX_TREE = 20000           # nodes of the loss after inlining its bindings
+MAX_REWRITTEN_TREE = 100000  # nodes of any node a rewrite or guard makes (log-cosh of log-cosh grows 5x a level)
 MAX_EXPONENT = 64          # |integer exponent| in x**k
 MAX_CALL_ARGS = 32         # arguments of one call (max, min, Piecewise pairs): Python nests at most ~200 brackets
 MAX_RANK = 8               # axes per input

@@ -218,7 +218,7 @@ class OperatorLowering:
 
     def where(self, c, a, b, y_code: str | None = None) -> str:
         if y_code is None and self.static_part(c) is not None:
-            return self.value(sp.Piecewise((a, c), (b, True), evaluate=False))
+            return self.value(ir.piecewise((a, c), (b, True)))
         if self.is_flag(c) and y_code is None:  # a Python bool: no tensor op takes it as a condition
             branched = self.flag_branch(c, a, b)
             if branched is not None:
@@ -384,8 +384,8 @@ def _split(e: sp.Piecewise, k: int, s) -> sp.Piecewise:
     SymPy's own folding of Piecewise is not bounded)."""
     pairs = [(p.expr, p.cond) for p in e.args]
     c = pairs[k][1]
-    return sp.Piecewise((_decided(pairs, k, c.xreplace({s: sp.true})), s),
-                        (_decided(pairs, k, c.xreplace({s: sp.false})), True), evaluate=False)
+    return ir.piecewise((_decided(pairs, k, c.xreplace({s: sp.true})), s),
+                        (_decided(pairs, k, c.xreplace({s: sp.false})), True))
 
 
 def _decided(pairs: list, k: int, cond):
@@ -398,4 +398,4 @@ def _decided(pairs: list, k: int, cond):
             break
     if not out:  # no pair can hold: the Piecewise is undefined, as its last pair's
         out = [pairs[-1]]
-    return out[0][0] if out[0][1] is sp.true else sp.Piecewise(*out, evaluate=False)
+    return out[0][0] if out[0][1] is sp.true else ir.piecewise(*out)

@@ -18,7 +18,8 @@ from typing import Callable
 
 import sympy as sp
 
-from . import ir
+from . import ir, limits
+from .errors import Diagnostic, Location, SpecError
 from .ranges import Ranges
 
 FIXPOINT_BUDGET = 64  # rewrites of one node by a fixpoint bundle before it is left as it is
@@ -92,7 +93,7 @@ def rebuild(e, args):
     """e with new arguments; Piecewise is not re-simplified (SymPy would fold nested ones and
     rewrite conditions, sometimes into forms that are not expressions)."""
     if isinstance(e, sp.Piecewise):
-        return sp.Piecewise(*args, evaluate=False)
+        return ir.piecewise(*args)
     if isinstance(e, sp.functions.elementary.piecewise.ExprCondPair):
         return sp.functions.elementary.piecewise.ExprCondPair(*args)
     if isinstance(e, (sp.Max, sp.Min, sp.Abs)) and ir.tree_size(*args) > ir.EVALUATE_NODES:
@@ -104,6 +105,19 @@ def rebuild(e, args):
             return e.func(*args, evaluate=False)
     out = e.func(*args)
     return ir.real_parts(out) if isinstance(e, sp.Abs) else out
+
+
+def _bounded(out, ctx) -> None:
+    """E104 where a rule's result exceeds the limit 'rewritten_tree': rewrites that copy their
+    argument into two branches (log-cosh) nest into trees five times larger a level, and SymPy
+    walks trees in places, so the size is checked as each rule fires, not after the pass."""
+    if ir.tree_size(out) <= limits.MAX_REWRITTEN_TREE:
+        return
+    spec = getattr(ctx.prog, "spec", None)
+    last = spec.bindings[-1].loc if spec is not None and spec.bindings else Location()
+    raise SpecError([Diagnostic(Location(getattr(spec, "path", "<formula>"), last.line, last.col), "E104",
+                                f"formula exceeds the limit 'rewritten_tree' ({limits.MAX_REWRITTEN_TREE} "
+                                "nodes after the stable rewrites and guards)")])
 
 
 class Driver:
@@ -120,6 +134,7 @@ class Driver:
         for rule in bundle.rules:
             out = rule.apply(e, ctx)
             if out is not None and out != e:
+                _bounded(out, ctx)
                 if rule.record:
                     self.fired.append(Fired(rule.name, e, out))
                 return out

@@ -169,7 +169,7 @@ def _log_cosh(e, ctx):
         small = ir.real_abs(ir.Clip(x, -LOG_COSH_SWITCH, LOG_COSH_SWITCH))
         near = ir.log1p(ir.expm1(small) ** 2 * sp.exp(-small) / 2)
         far = a + ir.softplus(-2 * a) - sp.log(2)
-        return sp.Piecewise((near, sp.StrictLessThan(a, LOG_COSH_SWITCH)), (far, True), evaluate=False)
+        return ir.piecewise((near, sp.StrictLessThan(a, LOG_COSH_SWITCH)), (far, True))
     return None
 
 

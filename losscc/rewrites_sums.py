@@ -103,7 +103,7 @@ def logsumexp_minus_member(e, ctx):
                 new = -ir.Gather(ir.LogSoftmax(x, axis), *inner.args[1:])
             elif isinstance(inner, ir.ReduceSum) and inner.args[1] == axis and _selected(inner.args[0], axis, ctx) == x:
                 sel = inner.args[0]
-                picked = (sp.Piecewise((ir.LogSoftmax(x, axis), sel.args[0].cond), (0, True))
+                picked = (ir.piecewise((ir.LogSoftmax(x, axis), sel.args[0].cond), (0, True))
                           if isinstance(sel, sp.Piecewise) else ir.Where(sel.args[0], ir.LogSoftmax(x, axis), 0))
                 new = -ir.ReduceSum(picked, axis)
             else:
@@ -310,5 +310,5 @@ def sum_into_static_select(e, ctx):
         rest = sp.Add(*[a for a in e.args if a is not t])
         branches = [rest + c * p.expr for p in sel.args]
         if any(rule(b, ctx) is not None for b in branches for rule in (difference_of_norms, softplus_pair)):
-            return sp.Piecewise(*[(b, p.cond) for b, p in zip(branches, sel.args)], evaluate=False)
+            return ir.piecewise(*[(b, p.cond) for b, p in zip(branches, sel.args)])
     return None

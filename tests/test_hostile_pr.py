@@ -146,3 +146,35 @@ def test_a_formula_with_letters_python_normalises_is_refused(tmp_path, formula):
 def test_a_comment_in_a_formula_may_hold_any_letter(tmp_path):
     proj = project(tmp_path, {"ok": spec_text("ok", "loss = (x - y)**2  # \u03c3 and \uff58 in a comment")})
     assert_clean(*cli(["generate", "specs", "-o", "out"], proj), 0)
+
+
+# a second round (2026-12-05): rewrites that copy their argument into two branches, conditions
+# holding a Piecewise, and drop-in class names that rebind the module's own names
+
+@pytest.mark.parametrize("formula", [
+    "b0 = log(cosh(x))\n" + "".join(f"b{i} = log(cosh(b{i - 1} + 1))\n" for i in range(1, 8)) + "loss = b7",
+    "loss = log(cosh(log(cosh(log(cosh(log(cosh(x))))))))",
+    "loss = log(cosh(x - log(cosh(x - log(cosh(x - log(cosh(x - log(cosh(x))))))))))",
+    "a = relu(x - 1)\nb = log(cosh(a + 1))\nloss = log(cosh(b + relu(b)))",
+])
+def test_nested_log_cosh_is_bounded(tmp_path, formula):
+    """Each log-cosh rewrite holds its argument in two branches and a condition: the tree grew
+    5x a level (4 levels took 282 s, as SymPy rewrote a condition holding a Piecewise into
+    ITE and simplified it; other nestings were internal errors, E900)."""
+    proj = project(tmp_path, {"lc": spec_text("lc", formula, "x")})
+    rc, out, err = cli(["generate", "specs", "-o", "out"], proj)
+    assert rc in (0, 2), err
+    assert_clean(rc, out, err, rc)
+    assert "E900" not in err
+    if rc == 2:
+        assert "E104" in err and "rewritten_tree" in err
+
+
+@pytest.mark.parametrize("alias", ["ValueError", "TypeError", "Exception"])
+def test_a_dropin_class_may_not_rebind_a_builtin(tmp_path, monkeypatch, capsys, alias):
+    root = _proj(tmp_path, names=())
+    text = (ROOT / "specs" / "l1.yaml").read_text()
+    text = text.split("\ndropin:")[0].rstrip("\n") + f"\ndropin:\n  paddle: {{classes: [{alias}]}}\n"
+    (root / "specs" / "l1.yaml").write_text(text)
+    rc, out, err = run(monkeypatch, capsys, root, "generate")
+    assert rc == 2 and "E128" in err and alias in err, err

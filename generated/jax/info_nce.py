@@ -27,8 +27,8 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    position = index(M)
-    position_1 = index(N)
+    position = index(N)
+    position_1 = index(M)
     total = sum(positive_key**2, axis=D)
     k = positive_key/sqrt(max(1e-24, total))
     renamed = rename(k, N=M)
@@ -159,8 +159,8 @@ def info_nce(query, positive_key, *, temperature=0.1, reduction="mean"):
     D = query.shape[1]
     query = jnp.reshape(query, (N, 1, D))
     positive_key = jnp.reshape(positive_key, (N, 1, D))
-    position = jnp.reshape(jnp.arange(M, dtype=dtype), (M, 1))
-    position_1 = jnp.reshape(jnp.arange(N, dtype=dtype), (N, 1, 1))
+    position = jnp.reshape(jnp.arange(N, dtype=dtype), (N, 1, 1))
+    position_1 = jnp.reshape(jnp.arange(M, dtype=dtype), (M, 1))
     total = jnp.sum(positive_key**2, axis=-1, keepdims=True)
     k = positive_key / jnp.sqrt(_clip(total, lo=1e-24))
     renamed = jnp.reshape(k, (M, D))

@@ -27,8 +27,8 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    position = index(M)
-    position_1 = index(N)
+    position = index(N)
+    position_1 = index(M)
     total = sum(positive_key**2, axis=D)
     k = positive_key/sqrt(max(1e-24, total))
     renamed = rename(k, N=M)
@@ -162,8 +162,8 @@ def info_nce(query, positive_key, *, temperature=0.1, reduction="mean"):
     temperature = ms.Tensor(temperature, dtype)
     query = ops.reshape(query, (N, 1, D))
     positive_key = ops.reshape(positive_key, (N, 1, D))
-    position = ops.reshape(ops.arange(M, dtype=dtype), (M, 1))
-    position_1 = ops.reshape(ops.arange(N, dtype=dtype), (N, 1, 1))
+    position = ops.reshape(ops.arange(N, dtype=dtype), (N, 1, 1))
+    position_1 = ops.reshape(ops.arange(M, dtype=dtype), (M, 1))
     total = ops.sum(positive_key**2, -1, keepdim=True)
     k = positive_key / ops.sqrt(ops.clamp(total, min=ms.Tensor(1e-24, dtype)))
     renamed = ops.reshape(k, (M, D))

@@ -27,8 +27,8 @@ Formula, as written in the spec::
 
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
-    position = index(M)
-    position_1 = index(N)
+    position = index(N)
+    position_1 = index(M)
     total = sum(positive_key**2, axis=D)
     k = positive_key/sqrt(max(1e-24, total))
     renamed = rename(k, N=M)
@@ -161,8 +161,8 @@ def info_nce(query, positive_key, *, temperature=0.1, reduction="mean"):
     temperature = paddle.full([], temperature, dtype=dtype)
     query = paddle.reshape(query, (N, 1, D))
     positive_key = paddle.reshape(positive_key, (N, 1, D))
-    position = paddle.reshape(paddle.arange(M, dtype=dtype), (M, 1))
-    position_1 = paddle.reshape(paddle.arange(N, dtype=dtype), (N, 1, 1))
+    position = paddle.reshape(paddle.arange(N, dtype=dtype), (N, 1, 1))
+    position_1 = paddle.reshape(paddle.arange(M, dtype=dtype), (M, 1))
     total = paddle.sum(paddle.square(positive_key), axis=-1, keepdim=True)
     k = positive_key / paddle.sqrt(
         paddle.clip(total, min=paddle.full([], 1e-24, dtype=dtype))
