@@ -57,6 +57,18 @@ def tree_size(*exprs: sp.Expr) -> int:
     return sum(size(e) for e in exprs)
 
 
+def dag_size(*exprs: sp.Expr) -> int:
+    """Distinct nodes of the expressions (each shared subtree once), in linear time."""
+    seen: set = set()
+    stack = list(exprs)
+    while stack:
+        e = stack.pop()
+        if e not in seen:
+            seen.add(e)
+            stack.extend(e.args)
+    return len(seen)
+
+
 def real_abs(x: sp.Expr) -> sp.Expr:
     """|x| of a real x (abs of a positive expression is the expression)."""
     if tree_size(x) > EVALUATE_NODES:

@@ -29,6 +29,7 @@ MAX_YAML_DEPTH = 32        # nesting of YAML collections, block or flow
 MAX_NAME_CHARS = 64
 MAX_COMPOSE_DEPTH = 8      # specs calling specs, nested
 MAX_SPEC_CALLS = 32        # spec calls in one formula
+MAX_INLINED = 4000         # distinct nodes the spec calls of one spec inline, summed over its calls
 MAX_TEXT_CHARS = 2000      # summary, docs
 
 LIMITS = {
