@@ -53,11 +53,11 @@ def power_minus_constant(e, ctx):
         c, base, p = got
         if not p.is_number and _has_tensor(p, ctx):
             continue
-        consts = [a for a in base.args if a.is_number or not _has_tensor(a, ctx)]
-        tensors = [a for a in base.args if not (a.is_number or not _has_tensor(a, ctx))]
-        if not consts or not tensors:
+        reads = [not a.is_number and _has_tensor(a, ctx) for a in base.args]
+        if all(reads) or not any(reads):
             continue
-        k, u = sp.Add(*consts), sp.Add(*tensors)
+        k = sp.Add(*[a for a, r in zip(base.args, reads) if not r])
+        u = sp.Add(*[a for a, r in zip(base.args, reads) if r])
         if not (k.is_number and k.is_positive or not k.is_number and ctx.ranges.positive(k)):
             continue
         kp = _root(k, p, ctx)
