@@ -146,10 +146,8 @@ def check_param(p, v: Any, where: str) -> None:
         raise CaseProblem(f"{where}: expected an integer for the int parameter '{p.name}'")
     if not math.isfinite(v):
         raise CaseProblem(f"{where}: must be finite")
-    if p.min is not None and v < p.min:
-        raise CaseProblem(f"{where}: {v!r} is below min {p.min} of '{p.name}'")
-    if p.max is not None and v > p.max:
-        raise CaseProblem(f"{where}: {v!r} is above max {p.max} of '{p.name}'")
+    if not p.admits(v):
+        raise CaseProblem(f"{where}: {v!r} is outside the bounds of '{p.name}' ({' and '.join(p.bound_words())})")
 
 
 def check_expected(name: str, v: Any, where: str) -> None:

@@ -27,11 +27,7 @@ _ARTICLE = {"float": "a float", "int": "an int", "bool": "a bool"}
 
 def expectation(p: Param) -> str:
     """What a value of `p` must be, in words: 'a float >= 0 and <= 1'."""
-    bounds = []
-    if p.min is not None:
-        bounds.append(f">= {p.min!r}")
-    if p.max is not None:
-        bounds.append(f"<= {p.max!r}")
+    bounds = p.bound_words()
     return " ".join([_ARTICLE[p.kind]] + [" and ".join(bounds)] * bool(bounds))
 
 
@@ -54,8 +50,7 @@ def check_lines(spec: Spec) -> list[str]:
     for p in spec.params:
         must = expectation(p)
         lines += [f"if {_TYPE_TESTS[p.kind].format(n=p.name)}:", _raise("TypeError", spec.name, p.name, must)]
-        tests = ([f"{p.name} >= {p.min!r}"] if p.min is not None else []) + \
-                ([f"{p.name} <= {p.max!r}"] if p.max is not None else [])
+        tests = [f"{p.name} {b}" for b in p.bound_words()]
         if tests:
             lines += [f"if not ({' and '.join(tests)}):" if len(tests) > 1 else f"if not {tests[0]}:",
                       _raise("ValueError", spec.name, p.name, must)]

@@ -175,7 +175,7 @@ class SpecCalls:
                     raise Fail(a, "E262", f"{spec.name}: param '{name}' needs a {p.kind} scalar")
                 if p.kind == "int" and e.is_Number and not e.is_integer:
                     raise Fail(a, "E262", f"{spec.name}: param '{name}' needs an integer")
-                if e.is_Number and ((p.min is not None and e < p.min) or (p.max is not None and e > p.max)):
+                if e.is_Number and not p.admits(float(e)):
                     raise Fail(a, "E262", f"{spec.name}: param '{name}' = {e} is outside its bounds")
         return values, reduction
 

@@ -151,8 +151,7 @@ def _backends() -> list[str]:
 def _param_rows(spec: Spec) -> list[str]:
     rows = ["| name | kind | default | bounds | meaning |", "|---|---|---|---|---|"]
     for p in spec.params:
-        bounds = " ".join(x for x in (f">= {p.min!r}" if p.min is not None else "",
-                                      f"<= {p.max!r}" if p.max is not None else "") if x) or "-"
+        bounds = " ".join(p.bound_words()) or "-"
         rows.append(f"| `{p.name}` | {p.kind} | `{p.default!r}` | {bounds} | {_cell(p.doc)} |")
     for lr in spec.learnable:
         rows.append(f"| `{lr.name}` | learnable [{', '.join(map(str, lr.shape))}] | init `{lr.init!r}` | - | "

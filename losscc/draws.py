@@ -94,8 +94,8 @@ def _varied_params(spec: Spec, k: int) -> dict:
             params[p.name] = p.default
         else:
             v = p.default + (0.5 if k % 2 else 0.25)
-            if p.max is not None:
-                v = min(v, p.max)
+            if not p.admits(v):  # past the upper bound: on it, or halfway to a strict one
+                v = (p.default + p.max) / 2 if p.max_open else p.max
             params[p.name] = float(v)
     return params
 

@@ -198,10 +198,7 @@ def arg_docs(spec: Spec, d=None) -> list[str]:
                    + (f" {lr.doc}" if lr.doc else ""))
     for p in spec.params:
         text = f"{named(p.name)}: {p.kind}, default {p.default!r}"
-        if p.min is not None:
-            text += f", >= {p.min!r}"
-        if p.max is not None:
-            text += f", <= {p.max!r}"
+        text += "".join(f", {b}" for b in p.bound_words())
         out.append(text + "." + (f" {p.doc}" if p.doc else ""))
     names = ", ".join(repr(r) for r in spec.reduction_names)
     out.append(f"reduction: one of {names}; default {spec.default_reduction!r}.")

@@ -79,8 +79,7 @@ def _symbol_facts(spec) -> dict[str, Facts]:
             out[i.name] = facts(lo and (d.lo > 0 or (d.lo == 0 and not d.lo_closed)), lo and d.lo >= 0,
                                 all(isinstance(v, float) and abs(v) <= BOUND for v in (d.lo, d.hi)))
     for p in spec.params:
-        known = p.kind != "bool" and p.min is not None
-        out[p.name] = facts(known and p.min > 0, known and p.min >= 0)
+        out[p.name] = facts(p.positive, p.nonnegative)
     return out
 
 

@@ -33,7 +33,7 @@ inputs:  # tensors, in the positional order of the generated function
   # optional: the argument may be None (then `default`); broadcast: any broadcastable shape
   weight: {{dtype: float, shape: ["*S"], optional: true, broadcast: true, doc: Per-element weights.}}
   # an integer label needs a domain, e.g.  label: {{dtype: int, shape: [N], domain: "[0, C)"}}
-params:  # hyperparameters: keyword arguments with a default and optional bounds
+params:  # hyperparameters: keyword arguments with a default and optional bounds (min/max inclusive, gt/lt strict)
   delta: {{default: 1.0, min: 0.001, doc: Where the loss turns from quadratic to linear.}}
 formula: |  # let-bindings, one per line; the last one is the per-element loss
   d = pred - target

@@ -75,7 +75,8 @@ def _input() -> dict:
 def _param() -> dict:
     value = {"type": ["number", "boolean"]}
     props = {"default": {**value, "description": "float, int or true/false: sets the parameter's kind"},
-             "min": _NUM, "max": _NUM, "doc": _TEXT}
+             "min": _NUM, "max": _NUM, "gt": {**_NUM, "description": "strict lower bound"},
+             "lt": {**_NUM, "description": "strict upper bound"}, "doc": _TEXT}
     return {"if": {"type": "object"}, "then": _closed(PARAM_FIELDS, props, ("default",)),
             "else": {**value, "description": "shorthand for {default: value}"}}
 

@@ -169,7 +169,7 @@ def specialise_values(ctx: Context, general, rerun):
     base = _strip_mask(general.loss, masks)
     best = None
     for par in prog.spec.params:
-        if par.kind != "float" or par.min != 0:
+        if par.kind != "float" or par.min != 0 or par.min_open:
             continue
         p = prog.symbols[par.name]
         if p not in base.free_symbols:

@@ -19,7 +19,7 @@ from .specread import Namespace, Reader, kind_of
 from .yamlread import FLOAT, Node, clip
 
 INPUT_FIELDS = ("dtype", "shape", "domain", "optional", "default", "ignore", "broadcast", "scalar", "doc")
-PARAM_FIELDS = ("default", "min", "max", "doc")
+PARAM_FIELDS = ("default", "min", "max", "gt", "lt", "doc")
 LEARNABLE_FIELDS = ("shape", "init", "doc")
 
 # --------------------------------------------------------------------------- params
@@ -55,19 +55,28 @@ def _param(r: Reader, path: str, key: str, node: Node) -> Param | None:
         return None
     if kind != "bool" and r.number(fields["default"], f"{where}.default") is None:
         return None
-    lo = r.number(fields["min"], f"{where}.min") if "min" in fields else None
-    hi = r.number(fields["max"], f"{where}.max") if "max" in fields else None
+    lo, lo_key = _bound(r, fields, where, ("min", "gt"))
+    hi, hi_key = _bound(r, fields, where, ("max", "lt"))
     if kind == "bool" and (lo is not None or hi is not None):
         r.err(node, "E133", f"{where}: a boolean parameter has no bounds")
-    if lo is not None and hi is not None and lo > hi:
-        r.err(fields["min"], "E133", f"{where}: min {lo} is greater than max {hi}")
-    elif kind != "bool":
-        if lo is not None and dv < lo:
-            r.err(fields["default"], "E134", f"{where}.default: {dv} is below min {lo}")
-        if hi is not None and dv > hi:
-            r.err(fields["default"], "E134", f"{where}.default: {dv} is above max {hi}")
+    draft = Param(name=key, kind=kind, default=dv, min=lo, max=hi, min_open=lo_key == "gt", max_open=hi_key == "lt")
+    if lo is not None and hi is not None and (lo > hi or (lo == hi and (draft.min_open or draft.max_open))):
+        r.err(fields[lo_key], "E133", f"{where}: no value is {' and '.join(draft.bound_words())}")
+    elif kind != "bool" and not draft.admits(dv):
+        r.err(fields["default"], "E134", f"{where}.default: {dv} is not {' and '.join(draft.bound_words())}")
     doc = r.doc(fields, where).strip()
-    return Param(name=key, kind=kind, default=dv, min=lo, max=hi, doc=doc, loc=loc)
+    return Param(name=key, kind=kind, default=dv, min=lo, max=hi, doc=doc, loc=loc,
+                 min_open=draft.min_open, max_open=draft.max_open)
+
+
+def _bound(r: Reader, fields: dict[str, Node], where: str, keys: tuple[str, str]) -> tuple[float | None, str]:
+    """One side's bound and the field that gave it: inclusive (min, max) or strict (gt, lt)."""
+    given = [k for k in keys if k in fields]
+    if len(given) > 1:
+        r.err(fields[given[1]], "E133", f"{where}: '{given[0]}' and '{given[1]}' both bound one side; keep one")
+    if not given:
+        return None, ""
+    return r.number(fields[given[0]], f"{where}.{given[0]}"), given[0]
 
 
 # --------------------------------------------------------------------------- inputs

@@ -52,10 +52,36 @@ class Param:
     name: str
     kind: str                      # "float", "int" or "bool"
     default: float | int | bool
-    min: float | None = None
-    max: float | None = None
+    min: float | None = None       # a lower bound: inclusive (`min:`), or strict (`gt:`) where min_open
+    max: float | None = None       # an upper bound: inclusive (`max:`), or strict (`lt:`) where max_open
     doc: str = ""
     loc: Location = Location()
+    min_open: bool = False
+    max_open: bool = False
+
+    def bound_words(self) -> list[str]:
+        """The bounds as comparisons: ['> 0', '<= 1']."""
+        out = []
+        if self.min is not None:
+            out.append(f"{'>' if self.min_open else '>='} {self.min!r}")
+        if self.max is not None:
+            out.append(f"{'<' if self.max_open else '<='} {self.max!r}")
+        return out
+
+    def admits(self, v) -> bool:
+        """Whether the number v lies within the bounds."""
+        lo, hi = self.min, self.max
+        return ((lo is None or v > lo or (v == lo and not self.min_open))
+                and (hi is None or v < hi or (v == hi and not self.max_open)))
+
+    @property
+    def positive(self) -> bool:
+        """Every admitted value is > 0."""
+        return self.kind != "bool" and self.min is not None and (self.min > 0 or (self.min == 0 and self.min_open))
+
+    @property
+    def nonnegative(self) -> bool:
+        return self.kind != "bool" and self.min is not None and self.min >= 0
 
 
 @dataclass(frozen=True)

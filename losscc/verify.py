@@ -128,20 +128,20 @@ def _round32(case: CaseData, spec=None) -> CaseData:
     learn = {k: np.asarray(v, dtype=np.float32).astype(float) for k, v in case.learnable.items()}
     # float hyperparameters become tensors of the inputs' dtype in the generated code: the
     # reference reads them as float32 holds them (a tie of x with tol = 1e-3 is a tie there)
-    bounds = {p.name: (p.min, p.max) for p in spec.params} if spec is not None else {}
-    params = {k: _param32(v, *bounds.get(k, (None, None))) if isinstance(v, float) else v
+    declared = {p.name: p for p in spec.params} if spec is not None else {}
+    params = {k: _param32(v, declared.get(k)) if isinstance(v, float) else v
               for k, v in case.params.items()}
     return CaseData(case.id, case.source, inputs, params, learn, {}, {}, True)
 
 
-def _param32(v: float, lo, hi) -> float:
+def _param32(v: float, p=None) -> float:
     """v as float32 holds it, one float32 step inward where rounding crossed a bound (max: 0.1
-    rounds to 0.10000000149, which the generated function's bound check refuses)."""
+    rounds to 0.10000000149, which the generated function's bound check refuses; gt: 0.1 and
+    v = 0.1000000001 rounds onto the bound)."""
     f = np.float32(v)
-    if hi is not None and float(f) > hi:
-        f = np.nextafter(f, np.float32(-np.inf))
-    if lo is not None and float(f) < lo:
-        f = np.nextafter(f, np.float32(np.inf))
+    if p is not None and not p.admits(float(f)):
+        toward = np.float32(np.inf) if p.min is not None and float(f) <= p.min else np.float32(-np.inf)
+        f = np.nextafter(f, toward)
     return float(f)
 
 

@@ -224,7 +224,9 @@ def plans(draw, graph_every: int = 0, avoid: tuple = (), min_rank: int = 0) -> P
     for kind in draw(st.lists(st.sampled_from(("float", "int", "bool")), max_size=3)):
         nm = names.pop()
         if kind == "float":
-            params[nm] = {"default": round(draw(st.floats(0.25, 2.0)), 2), "min": 0.0}
+            # a strict or an inclusive bound at 0, by the name (not a draw: the fixed-seed
+            # budget keeps its examples)
+            params[nm] = {"default": round(draw(st.floats(0.25, 2.0)), 2), "gt" if len(nm) % 2 else "min": 0.0}
             poss.append(nm)
             fparams.append(nm)
         elif kind == "int":

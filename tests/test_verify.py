@@ -379,14 +379,23 @@ def test_a_tie_with_a_float_hyperparameter_is_a_tie_in_float32(tmp_path):
 
 
 def test_float32_hyperparameters_stay_inside_their_bounds():
-    """max: 0.1 rounds to 0.10000000149 in float32, which the generated function refuses."""
+    """max: 0.1 rounds to 0.10000000149 in float32, which the generated function refuses; a
+    strict bound (gt, lt) is not reached either."""
+    from losscc.spec import Param
     from losscc.verify import _param32
-    for v, lo, hi in ((0.1, 0.0, 0.1), (0.3, 0.3, 1.0), (0.05, 0.0, 0.1), (0.7, None, None)):
-        got = _param32(v, lo, hi)
+
+    def par(lo, hi, lo_open=False, hi_open=False):
+        return Param("p", "float", 0.5, min=lo, max=hi, min_open=lo_open, max_open=hi_open)
+
+    for v, p in ((0.1, par(0.0, 0.1)), (0.3, par(0.3, 1.0)), (0.05, par(0.0, 0.1)), (0.7, None),
+                 (0.1, par(0.1, None, lo_open=True)), (1e-46, par(0.0, None, lo_open=True)),
+                 (0.1, par(None, 0.1, hi_open=True)), (0.10000000149, par(None, 0.1, hi_open=True))):
+        got = _param32(v, p)
         assert float(np.float32(got)) == got
-        assert (lo is None or got >= lo) and (hi is None or got <= hi)
-        assert abs(got - v) <= 2 * np.spacing(np.float32(v))
-    assert _param32(0.1, 0.0, 0.1) < 0.1 < float(np.float32(0.1))
+        assert p is None or p.admits(got), (v, got)
+        assert abs(got - v) <= 2 * np.spacing(np.float32(v)) or v < 1e-40
+    assert _param32(0.1, par(0.0, 0.1)) < 0.1 < float(np.float32(0.1))
+    assert _param32(1e-46, par(0.0, None, lo_open=True)) > 0
 
 
 def test_a_mean_whose_denominator_sums_to_zero_is_nan_not_a_crash():
