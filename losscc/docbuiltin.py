@@ -36,14 +36,19 @@ def builtin_call(spec: Spec, backend: Backend | None = None) -> str | None:
     return next((r for r in d.replaces if r.rsplit(".", 1)[-1][:1].islower()), None)
 
 
-def carried(data: dict, old: dict | None) -> dict | None:
-    """The committed built-in series of `old` where it belongs to the same sweep as `data`."""
+def carried(data: dict, old: dict | None, spec: Spec) -> dict | None:
+    """The committed built-in series of `old` where it belongs to the same sweep as `data` and
+    names the built-in the spec stands in for (a data file cannot give a spec without one a
+    curve, or its page another name); its numbers are the framework's and are kept as they are."""
     if not isinstance(old, dict) or not isinstance(old.get("builtin"), dict):
         return None
     same = all(old.get(k) == data.get(k) for k in ("spec", "case", "element", "x"))
     b = old["builtin"]
-    ok = (isinstance(b.get("call"), str) and all(isinstance(b.get(k), list) and len(b[k]) == len(data["x"])
-                                                 for k in ("loss", "gradient")))
+    call = builtin_call(spec)
+    ok = (call is not None and b.get("call") == call and set(b) == {"call", "loss", "gradient"}
+          and all(isinstance(b.get(k), list) and len(b[k]) == len(data["x"])
+                  and all(v is None or (isinstance(v, float) and math.isfinite(v)) for v in b[k])
+                  for k in ("loss", "gradient")))
     return b if same and ok else None
 
 

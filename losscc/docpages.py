@@ -118,8 +118,8 @@ def _extreme_rows(spec: Spec, records: list) -> list[str]:
     for r in records:
         if not isinstance(r, dict) or r.get("spec") != spec.name:
             continue
-        rows.append(f"| {r.get('backend')} | {r.get('mode')} | {r.get('kind')} | "
-                    f"{r.get('passed')} / {r.get('total')} |")
+        cells = [docresults.cell(r.get(k)) for k in ("backend", "mode", "kind", "passed", "total")]
+        rows.append("| {} | {} | {} | {} / {} |".format(*cells))
     return sorted(rows)
 
 
@@ -179,7 +179,7 @@ def _input_rows(spec: Spec) -> list[str]:
 
 
 def _cell(text: str) -> str:
-    return " ".join(str(text).split()).replace("|", r"\|")
+    return docresults.cell(text)
 
 
 def _notes(spec: Spec, prep) -> list[str]:
@@ -286,7 +286,7 @@ def build_docs(specs: list[Spec], root: Path, full: bool = True, frameworks: boo
         if data is not None and "builtin" not in data:
             old = _read(root / DOCS_DIR, f"data/{spec.name}.json")
             try:
-                kept = docbuiltin.carried(data, json.loads(old)) if old else None
+                kept = docbuiltin.carried(data, json.loads(old), spec) if old else None
             except ValueError:  # an unreadable committed file: --check reports it out of date
                 kept = None
             if kept is not None:
@@ -338,9 +338,7 @@ def stale(docs: Docs, out: Path) -> list[tuple[str, str]]:
 def write_docs(docs: Docs, out: Path) -> list[str]:
     """Write what changed; images only where their data changed or they are missing.  The
     files not written by docs are removed.  Returns the changed paths."""
-    for d in (out, out / "data", out / "img"):
-        if d.is_symlink():
-            raise SpecError([Diagnostic(Location(str(d)), "E173", "the docs folder may not be a symbolic link")])
+    no_links(out)
     changes = stale(docs, out)
     changed_data = {rel for rel, _ in changes if rel.startswith("data/")}
     images = {rel: data for rel, data in docs.images.items()
@@ -356,6 +354,15 @@ def write_docs(docs: Docs, out: Path) -> list[str]:
     for rel, blob in pngs.items():
         _atomic(out / rel, blob)
     return sorted({rel for rel, _ in changes} | set(pngs))
+
+
+def no_links(out: Path) -> None:
+    """E173 where the pages' folder or its data or img folder is a symbolic link: neither the
+    writer nor the check (which reads the data files and looks for the images) follows one."""
+    for d in (out, out / "data", out / "img"):
+        if d.is_symlink():
+            raise SpecError([Diagnostic(Location(f"{DOCS_DIR}/{d.relative_to(out).as_posix()}".rstrip("/.")),
+                                        "E173", "the docs folder may not be a symbolic link")])
 
 
 def _atomic(path: Path, blob: bytes) -> None:
@@ -386,6 +393,7 @@ def run_cli(args) -> int:
     specs = emit.load_all(emit.project_specs(project, args.specs), root=project.root)
     out = project.root / DOCS_DIR
     require_inside(project.root, out, DOCS_DIR, "the docs folder")  # a linked docs/ included
+    no_links(out)
     docs = build_docs(specs, project.root, full=not args.specs, frameworks=not args.check)
     if args.check:
         found = stale(docs, out)

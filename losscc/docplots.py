@@ -24,7 +24,7 @@ from . import limits
 from .casefile import reference_cases
 from .cases import random_cases, spec_cases
 from .parse import build_program
-from .reference import _H, Evaluator, digits_for, to_mp
+from .reference import _H, Evaluator, digits_for, reference_work, to_mp
 from .spec import Spec
 
 POINTS = 41          # samples of the swept input
@@ -72,16 +72,20 @@ def _num(v: float) -> float | None:
 def plot_data(spec: Spec, root: Path, builtin=None) -> dict | None:
     """The plotted data, or None where the spec has no case or no input to sweep.  The
     case is the spec's first, else the first of its reference files (inside `root`), else
-    verify's first random case (seed 0).  `builtin(spec, case, input name, xs)`, where
-    given, returns the framework built-in's series on the same sweep (losscc.docbuiltin)."""
-    cases = spec_cases(spec) or reference_cases(spec, root) or random_cases(spec, 1, 0)
+    verify's first random case (seed 0); one whose 3 * POINTS evaluations would pass the
+    limit 'reference_work' gives way to the random case.  `builtin(spec, case, input name,
+    xs)`, where given, returns the framework built-in's series on the same sweep
+    (losscc.docbuiltin)."""
+    prog = build_program(spec)
+    cases = spec_cases(spec) or reference_cases(spec, root)
+    if not cases or reference_work(prog, cases[0].inputs, cases[0].learnable, 3 * POINTS) > limits.MAX_REFERENCE_WORK:
+        cases = random_cases(spec, 1, 0)
     if not cases:
         return None
     case = cases[0]
     inp = swept_input(spec, case.inputs)
     if inp is None:
         return None
-    prog = build_program(spec)
     base = np.asarray(case.inputs[inp.name], dtype=float)
     x0 = float(base.reshape(-1)[0])
     a, b = sweep_interval(inp, x0)

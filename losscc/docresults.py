@@ -35,21 +35,22 @@ def load(root: Path) -> dict:
     return {k: v for k, v in specs.items() if isinstance(v, dict)} if isinstance(specs, dict) else {}
 
 
-def _text(v) -> str:
-    return " ".join(str(v).split()).replace("|", r"\|")
+def cell(v) -> str:
+    """A committed file's value as one table cell: one line, no cell break, no HTML tag."""
+    return " ".join(str(v).split()).replace("|", r"\|").replace("<", "&lt;")
 
 
 def _err(v) -> str:
-    return f"{v:.1e}" if isinstance(v, (int, float)) and math.isfinite(v) else _text(v)
+    return f"{v:.1e}" if isinstance(v, (int, float)) and math.isfinite(v) else cell(v)
 
 
 def _rows(rows) -> list[str]:
     out = []
     for r in rows if isinstance(rows, list) else []:
         if isinstance(r, dict):
-            out.append("| " + " | ".join([*(_text(r.get(k)) for k in ("backend", "dtype", "mode", "cases")),
+            out.append("| " + " | ".join([*(cell(r.get(k)) for k in ("backend", "dtype", "mode", "cases")),
                                           _err(r.get("max_rel_value")), _err(r.get("max_rel_grad")),
-                                          _text(r.get("verdict"))]) + " |")
+                                          cell(r.get("verdict"))]) + " |")
     return sorted(out)
 
 
@@ -63,7 +64,7 @@ def section(spec: Spec, records: dict) -> list[str]:
     if rec is None:
         return lines + [f"Not recorded in `{VERIFY}` (`python -m benchmarks.record_verify specs/{spec.name}.yaml`).",
                         ""]
-    lines.append(f"Recorded in `{VERIFY}` on {_text(rec.get('date'))} at commit `{_text(rec.get('commit'))}` "
+    lines.append(f"Recorded in `{VERIFY}` on {cell(rec.get('date'))} at commit `{cell(rec.get('commit'))}` "
                  "by `python -m benchmarks.record_verify`: `losscc verify` (every case of the spec, its "
                  "reference files and random draws, against the reference evaluator) and `losscc verify "
                  "--extreme` (float32, extreme inputs: finite and correct). Errors are the largest norm-wise "

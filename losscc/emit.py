@@ -320,7 +320,7 @@ def diff(files: dict[str, str], report: Report, prefix: str) -> str:
     without following a link are shown; control characters are escaped."""
     chunks: list[str] = []
     for rel in sorted(report.stale + report.missing + report.extra):
-        path = f"{prefix}/{rel}" if prefix not in ("", ".") else rel
+        path = printable(f"{prefix}/{rel}" if prefix not in ("", ".") else rel, False)  # a name is text too
         old = report.current.get(rel)
         old_lines = _lines(old.decode("utf-8", "backslashreplace")) if old is not None else []
         new_lines = _lines(files[rel]) if rel in files else []
@@ -384,6 +384,24 @@ def output_folder(project: Project, output: str | None) -> Path:
     choice and is used as given."""
     path = Path(output) if output is not None else project.root / project.output
     shown = printable(output if output is not None else project.output, False)
-    if output is not None and not Path(os.path.abspath(path)).is_relative_to(project.root):
+    written = Path(os.path.abspath(path))
+    if output is not None and not written.is_relative_to(project.root):
         return path.resolve()
-    return require_inside(project.root, path, shown, "output folder")
+    resolved = require_inside(project.root, path, shown, "output folder")
+    _no_link_below(project.root, written, shown)
+    return resolved
+
+
+def _no_link_below(root: Path, written: Path, shown: str) -> None:
+    """E172 where the output folder, or a folder on its way below the root, is a symbolic
+    link: Python imports the package by the name as written, and what sits beside that name
+    (a ``generated.py`` that wins over the folder) is judged beside the link, not its target."""
+    if not written.is_relative_to(root):
+        return
+    cur = root
+    for part in written.relative_to(root).parts:
+        cur = cur / part
+        if cur.is_symlink():
+            raise SpecError([Diagnostic(Location(shown), "E172", f"output folder: "
+                                        f"{printable(project_relative(root, cur), False)} is a symbolic link; "
+                                        "name the real folder (Python imports the package by the name as written)")])

@@ -175,24 +175,30 @@ def _related(name: str, modules: set[str] | None) -> bool:
     return modules is None or name == "__pycache__" or name.split(".")[0] in modules
 
 
+_IMPORTABLE = (".py", ".pyc", ".pyo", ".pyw", ".so", ".pyd")
+_SIBLINGS_READ = 100_000  # entries of the output's parent folder looked at, at most
+
+
 def _shadowing_siblings(out: Path) -> list[tuple[str, str]]:
     """Entries beside the output folder that Python imports in its place: the folder has no
-    ``__init__.py`` (a namespace package), and a module ``generated.py`` (``.pyc``, ``.so``, any
-    of the interpreter's suffixes) in the same folder wins over a namespace folder of that name.
-    Reported as ``../<name>``."""
-    import importlib.machinery
-
+    ``__init__.py`` (a namespace package), and a module ``generated.py`` (``.pyc``, ``.so``, an
+    extension module of any interpreter or platform, ``generated.cpython-312-x86_64-linux-gnu.so``
+    or ``generated.cp311-win_amd64.pyd``) in the same folder wins over a namespace folder of
+    that name.  Reported as ``../<name>``."""
     try:
         pfd = os.open(out.parent, _DIR)
     except OSError:
         return []
     try:
         found = []
-        for suffix in sorted(set(importlib.machinery.all_suffixes())):
-            st = _lstat(out.name + suffix, pfd)
-            if st is not None:
-                found.append((f"../{out.name}{suffix}", _kind(st) + ", imported instead of the output package"))
-        return found
+        with os.scandir(pfd) as it:
+            for k, e in enumerate(it):
+                if k >= _SIBLINGS_READ:
+                    break
+                if e.name.startswith(out.name + ".") and e.name.endswith(_IMPORTABLE):
+                    found.append((f"../{e.name}", _kind(e.stat(follow_symlinks=False))
+                                  + ", imported instead of the output package"))
+        return sorted(found)
     finally:
         os.close(pfd)
 

@@ -49,6 +49,32 @@ def digits_for(inputs: dict, learnable: dict) -> int:
     return reference_digits(big)
 
 
+class ReferenceCost(ValueError):
+    """A case the reference evaluator would take too long on (the limit 'reference_work')."""
+
+
+def reference_work(prog: Program, inputs: dict, learnable: dict, runs: int, max_dps: int | None = None) -> int:
+    """The evaluator's work on a case: the elements of its layout (every axis at once: a
+    pairwise loss over N and M holds N * M) times `runs` evaluations times the cost of one
+    operation at its working digits, dps**2 / 40 (measured: 500 digits cost 13x 83 digits
+    per element, not 6x)."""
+    dps = min(digits_for(inputs, learnable), max_dps or limits.MAX_REFERENCE_DPS)
+    sizes = infer_sizes(prog, inputs)
+    elements = 1
+    for s in sizes.values():
+        for n in s:
+            elements *= n
+    return dps * dps // 40 * elements * runs
+
+
+def check_work(prog: Program, inputs: dict, learnable: dict, runs: int, max_dps: int | None = None) -> None:
+    work = reference_work(prog, inputs, learnable, runs, max_dps)
+    if work > limits.MAX_REFERENCE_WORK:
+        raise ReferenceCost(f"the reference evaluator's work on it, {work:.3g} (elements of all its axes x "
+                            f"{runs} evaluations x digits**2 / 40), is above the limit 'reference_work' "
+                            f"({limits.MAX_REFERENCE_WORK:.3g}); make the case smaller")
+
+
 @dataclass
 class Reference:
     values: dict                  # reduction -> float64 array / float
@@ -63,6 +89,11 @@ def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None 
     where the result is finite)."""
     learnable = learnable or {}
     dps = min(digits_for(inputs, learnable), max_dps or limits.MAX_REFERENCE_DPS)
+    names = grad_of if grad_of is not None else [
+        i.name for i in prog.spec.inputs if i.dtype == "float" and inputs.get(i.name) is not None
+    ] + [lr.name for lr in prog.spec.learnable]
+    entries = sum(np.size(learnable[n] if n in learnable else inputs[n]) for n in names)
+    check_work(prog, inputs, learnable, 1 + 2 * entries, max_dps)
     with mpmath.workdps(dps):
         ev = Evaluator(prog, inputs, params, learnable)
         base = ev.run()
@@ -70,9 +101,6 @@ def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None 
             values = {k: (np.array(v, dtype=object).astype(float) if isinstance(v, np.ndarray) else float(v))
                       for k, v in base.items()}
         grads, kinks = {}, {}
-        names = grad_of if grad_of is not None else [
-            i.name for i in prog.spec.inputs if i.dtype == "float" and inputs.get(i.name) is not None
-        ] + [lr.name for lr in prog.spec.learnable]
         diff = _Differences(ev, inputs, learnable, base["none"])
         fine = []  # entries whose rounding noise is not far below their own size
         for name in names:

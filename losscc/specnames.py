@@ -64,6 +64,12 @@ def check_spec_name(name: str) -> str | None:
     function are imported into the package's ``__init__``, which defines these itself."""
     if name in PACKAGE_NAMES:
         return "is defined by the generated package's __init__ (the loss registry)"
+    cls = "".join(part.capitalize() for part in name.split("_") if part)  # Spec.class_name
+    if hasattr(builtins, cls) or cls in framework_names() or cls in RESERVED:
+        # `class ValueError` would turn the module's own input checks, and get_loss's, into
+        # calls of the loss class; `class F` would hide paddle.nn.functional
+        return (f"gives the class '{cls}', a name the generated modules use (a Python builtin or "
+                "a framework import)")
     return None
 
 

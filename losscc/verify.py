@@ -37,9 +37,9 @@ from .compare import (  # noqa: F401  (compare, check and the tolerances are par
 from .backends import all_backends, load_frameworks
 from .backends import get as get_backend
 from .backends import names as backend_names
-from .errors import SpecError
+from .errors import Diagnostic, Location, SpecError, printable
 from .parse import build_program
-from .reference import gradient_condition, reference
+from .reference import ReferenceCost, gradient_condition, reference
 from .spec import Spec
 
 MODES = ("eager", "graph")
@@ -165,8 +165,12 @@ def expectations(prog, case: CaseData):
     kinks = {}
     exp_vals, exp_grads = dict(case.expected), dict(case.grads)
     if need_ref:
-        ref = reference(prog, case.inputs, case.params, case.learnable, diff_names,
-                        max_dps=120 if case.source == "extreme" else None)
+        try:
+            ref = reference(prog, case.inputs, case.params, case.learnable, diff_names,
+                            max_dps=120 if case.source == "extreme" else None)
+        except ReferenceCost as exc:  # a case file's case: bad input, named
+            raise SpecError([Diagnostic(Location(printable(case.source, False)), "E181",
+                                        f"case '{printable(case.id, False)}': {exc}")]) from None
         if case.from_reference:
             exp_vals = ref.values
         if not exp_grads:

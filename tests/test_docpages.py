@@ -200,15 +200,26 @@ def test_bad_verify_results_exit_2(tmp_path):
 def test_builtin_curve_is_carried_only_for_the_same_sweep(docs):
     from losscc.docbuiltin import carried
 
+    huber, log_cosh = _specs()
     data = json.loads(docs.texts["data/huber.json"])
     # built without frameworks: the committed file's built-in series is carried over
     assert data["builtin"]["call"] == "paddle.nn.functional.smooth_l1_loss"
     data.pop("builtin")
     series = {"call": "paddle.nn.functional.smooth_l1_loss", "loss": data["loss"], "gradient": data["gradient"]}
-    assert carried(data, dict(data, builtin=series)) == series
-    assert carried(data, dict(data, x=data["x"][::-1], builtin=series)) is None  # another sweep
-    assert carried(data, dict(data, builtin=dict(series, loss=data["loss"][:3]))) is None
-    assert carried(data, data) is None
+    assert carried(data, dict(data, builtin=series), huber) == series
+    assert carried(data, dict(data, x=data["x"][::-1], builtin=series), huber) is None  # another sweep
+    assert carried(data, dict(data, builtin=dict(series, loss=data["loss"][:3])), huber) is None
+    assert carried(data, data, huber) is None
+    # a data file cannot name another built-in, add fields, put text in the series, or give
+    # a curve to a spec that stands in for none (its page would print the name)
+    forged = dict(series, call="torch.nn.CauchyLoss\n\n<script>alert(1)</script>")
+    assert carried(data, dict(data, builtin=forged), huber) is None
+    assert carried(data, dict(data, builtin=dict(series, note="x")), huber) is None
+    assert carried(data, dict(data, builtin=dict(series, loss=["1"] * len(data["x"]))), huber) is None
+    other = json.loads(docs.texts["data/log_cosh.json"])
+    assert "builtin" not in other
+    assert carried(other, dict(other, builtin=dict(series, loss=other["loss"], gradient=other["gradient"])),
+                   log_cosh) is None
 
 
 @pytest.mark.skipif("paddle" not in AVAILABLE, reason="Paddle is not installed")
