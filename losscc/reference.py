@@ -59,12 +59,16 @@ def reference_work(prog: Program, inputs: dict, learnable: dict, runs: int, max_
     operation at its working digits, dps**2 / 40 (measured: 500 digits cost 13x 83 digits
     per element, not 6x)."""
     dps = min(digits_for(inputs, learnable), max_dps or limits.MAX_REFERENCE_DPS)
-    sizes = infer_sizes(prog, inputs)
+    return dps * dps // 40 * _elements(prog, inputs) * runs
+
+
+def _elements(prog: Program, inputs: dict) -> int:
+    """Elements of the evaluator's layout on these inputs: the product of every axis's size."""
     elements = 1
-    for s in sizes.values():
+    for s in infer_sizes(prog, inputs).values():
         for n in s:
             elements *= n
-    return dps * dps // 40 * elements * runs
+    return elements
 
 
 def check_work(prog: Program, inputs: dict, learnable: dict, runs: int, max_dps: int | None = None) -> None:
@@ -205,6 +209,7 @@ class _Differences:
 
 
 _EXACT_CONDITION = 48  # entries up to which gradient_condition forms the whole Hessian (2 n^2 runs)
+CONDITION_WORK = 8 * limits.MAX_REFERENCE_WORK  # its work at most (reference_work's unit; 3.5e8 took 9 s)
 
 
 def gradient_condition(prog: Program, inputs: dict, params: dict, learnable: dict | None, names: list[str],
@@ -218,9 +223,17 @@ def gradient_condition(prog: Program, inputs: dict, params: dict, learnable: dic
     differences of the loss with the selections frozen at the unperturbed point (as for the
     gradient), at 30 more digits; beyond, each of `probes` probes gives
     |sum_j x_j H_ij r_j| <= C_i for a fixed random r in [-1, 1]^n, and the largest is
-    returned (a lower bound).  Non-finite results count 0 (no allowance)."""
+    returned (a lower bound).  Non-finite results count 0 (no allowance).  Held to
+    CONDITION_WORK: the Hessian gives way to probes, and probes to fewer, where they would
+    pass it; where one probe would, every C_i is 0 (no allowance: the stricter check)."""
     learnable = learnable or {}
     dps = min(digits_for(inputs, learnable), max_dps or limits.MAX_REFERENCE_DPS) + 30
+    n = sum(np.size(learnable[m] if m in learnable else inputs[m]) for m in names)
+    per_run = _elements(prog, inputs) * (dps * dps // 40)  # reference_work's unit
+    exact = n <= _EXACT_CONDITION and 2 * n * (n + 1) * per_run <= CONDITION_WORK
+    probes = min(probes, CONDITION_WORK // max(1, 4 * n * per_run))  # 4 runs per entry and probe
+    if not exact and probes == 0:
+        return {m: np.zeros(np.shape(learnable[m] if m in learnable else inputs[m])) for m in names}
     with mpmath.workdps(dps):
         ev = Evaluator(prog, inputs, params, learnable)
         ev.run()  # the selections at the unperturbed point
@@ -256,7 +269,7 @@ def gradient_condition(prog: Program, inputs: dict, params: dict, learnable: dic
             return v if np.isfinite(v) else 0.0
 
         out = {n: np.zeros(base[n].shape) for n in names}
-        if len(entries) <= _EXACT_CONDITION:
+        if exact:
             for a, ea in enumerate(entries):
                 for eb in entries[a:]:
                     hab = second(ea, {eb[0]: unit(eb, steps[eb])}, steps[eb])  # H[ea, eb] = H[eb, ea]

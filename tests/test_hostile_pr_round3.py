@@ -158,3 +158,31 @@ def test_a_spec_whose_class_is_a_builtin_or_an_import_is_refused(name, cls):
     assert d.code == "E120", d.format()
     if cls:
         assert f"gives the class '{cls}'" in d.message
+
+
+def test_the_gradient_condition_is_held_to_its_work_limit(monkeypatch):
+    """The Hessian of 24 entries of a pairwise loss over 24 x 24 pairs is 1200 evaluations of
+    576 elements: it gives way to probes, and with a smaller limit to no allowance at all."""
+    from losscc import reference
+    from losscc.parse import build_program
+    spec = spec_of("""
+        name: pairs
+        summary: s.
+        inputs:
+          x: {dtype: float, shape: [N, D]}
+        formula: |
+          loss = logsumexp(sum(x * rename(x, N=M), axis=D), axis=M)
+    """)
+    prog = build_program(spec)
+    x = {"x": np.random.default_rng(0).normal(size=(24, 1))}
+    calls = []
+    real = reference.Evaluator.run
+    monkeypatch.setattr(reference.Evaluator, "run", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    dps = reference.digits_for(x, {}) + 30
+    monkeypatch.setattr(reference, "CONDITION_WORK", 4 * 24 * reference._elements(prog, x) * (dps * dps // 40))
+    got = reference.gradient_condition(prog, x, {}, {}, ["x"])
+    assert len(calls) == 1 + 4 * 24 and np.max(got["x"]) > 0  # one probe, not the Hessian's 1200 runs
+    calls.clear()
+    monkeypatch.setattr(reference, "CONDITION_WORK", 10)
+    got = reference.gradient_condition(prog, x, {}, {}, ["x"])
+    assert calls == [] and not np.any(got["x"])
