@@ -383,10 +383,19 @@ class Lowerer(OperatorLowering):
                 num.append(f)
         code = " * ".join(self.wrap(f, MUL) for f in num) if num else "1"
         if den:
-            d = den[0] if len(den) == 1 else sp.Mul(*den, evaluate=False)
-            dcode = self.wrap(d, MUL + 1) if len(den) == 1 else "(" + " * ".join(self.wrap(f, MUL) for f in den) + ")"
+            dcode = self._divisor(den[0], MUL + 1) if len(den) == 1 else \
+                "(" + " * ".join(self._divisor(f, MUL) for f in den) + ")"
             code = f"{code} / {dcode}"
         return code, MUL
+
+    def _divisor(self, f: sp.Expr, prec: int) -> str:
+        """A factor of a denominator.  An integer whose reciprocal float32 cannot hold (3, not
+        4) is a tensor of the dtype where the backend rounds Python numbers to float32: Paddle
+        under to_static divides by a Python int as a scale by its float32 reciprocal (x / 3 was
+        3e-8 off in float64)."""
+        if f.is_Integer and self.b.wrap_scalars and not _is_f32_exact(1.0 / float(f)):
+            return self.b.scalar.format(value=repr(float(f)), dtype=self.dtype())
+        return self.wrap(f, prec)
 
     def _lower_Pow(self, e: sp.Pow) -> tuple[str, int]:
         base, ex = e.args

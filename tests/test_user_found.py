@@ -141,3 +141,25 @@ def test_a_binding_used_only_in_a_denominator_is_used():
     from losscc.parse import build_program
     prog = build_program(spec)
     assert prog.denominators["mean"] is not None
+
+
+@pytest.mark.parametrize("backend", ["paddle", "mindspore"])
+def test_division_by_an_integer_keeps_float64_in_graph_mode(backend, tmp_path):
+    """`x / 3` with a Python int: Paddle under to_static scales by the float32 reciprocal of 3,
+    3e-8 off in float64 (Tukey's biweight `c**2 / 6`); the divisor is a tensor of the dtype."""
+    spec = spec_of("""
+        name: div_three
+        summary: s.
+        inputs:
+          input: {dtype: float, shape: [N]}
+          target: {dtype: float, shape: [N]}
+        formula: |
+          d = input - target
+          loss = d**2 / 3 + d / 10 + d / (6 * 7) + d / 4
+    """, "div_three")
+    pytest.importorskip(backend)
+    mods = modules(spec, tmp_path)
+    src = (tmp_path / backend / "div_three.py").read_text()
+    assert "/ 4" in src  # a power of two stays a number
+    check(spec, {backend: mods[backend]}, [case(spec, {"N": (5,)}, seed=3)], modes=("eager", "graph"),
+          dtypes=("float64",), backends=(backend,))
