@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from . import ir
+from . import bounded, ir
 from .passes import Bundle, Rule
 from .ranges import Ranges
 
@@ -66,17 +66,31 @@ GRADIENT_GUARDS = Bundle("gradient-guards", (
 
 def _overflows(e, r: Ranges) -> bool:
     """exp, expm1, cosh, sinh of an argument that may be large, or x**k (k >= 3) of a base
-    that may be: inf in the untaken branch, and 0 * inf = NaN in its gradient.  Squares are
-    left alone: their derivative 2x is finite at every finite input, and the value
-    overflows only beyond |x| = 1.8e19 (float32)."""
+    that may be: inf in the untaken branch, and 0 * inf = NaN in its gradient.  Squares of
+    a base of degree 1 in the inputs are left alone: their derivative 2x is finite at every
+    finite input, and the value overflows only beyond |x| = 1.8e19 (float32); a square of a
+    base of degree 2 or more ((1 - r**2)**2, which the rewrite power-minus-constant makes of
+    a cube) overflows at inputs of 1e10."""
     if isinstance(e, (sp.exp, ir.expm1)):
         x = e.args[0]
         return not (r.nonneg(-x) or r.bounded(x))
     if isinstance(e, (sp.cosh, sp.sinh)):
         return not r.bounded(e.args[0])
-    if isinstance(e, sp.Pow) and e.args[1].is_Integer and e.args[1] >= 3:
-        return not r.bounded(e.args[0])
+    if isinstance(e, sp.Pow) and e.args[1].is_Integer and e.args[1] >= 2:
+        if r.bounded(e.args[0]):
+            return False
+        return e.args[1] >= 3 or (_input_degree(e.args[0], r.prog) or 0) >= 2
     return False
+
+
+def _input_degree(e, prog) -> int | None:
+    """Polynomial degree of e in the float inputs and learnables (hyperparameters and numbers
+    are constants), from its structure; None where it is not a polynomial."""
+    spec = getattr(prog, "spec", None)
+    if spec is None:
+        return None
+    names = {i.name for i in spec.inputs if i.dtype == "float"} | {lr.name for lr in spec.learnable}
+    return bounded._degree(e, lambda x: not any(str(s) in names for s in x.free_symbols), lambda x: 1, 8, True)
 
 
 def _guard_untaken(out, ctx):

@@ -1,7 +1,8 @@
 """Stage 3: the stable rewrite of a power of a sum minus the power of its constant part.
 
 `power-minus-constant`: ``c (k + U)**p - c k**p`` (pseudo-Huber's ``sqrt(1 + (r/d)**2) - 1``,
-Charbonnier's ``sqrt(r**2 + e**2) - e``, a generalised Charbonnier's ``(1 + u)**a - 1``) loses
+Charbonnier's ``sqrt(r**2 + e**2) - e``, a generalised Charbonnier's ``(1 + u)**a - 1``, Tukey's
+biweight ``1 - (1 - u)**3``) loses
 U entirely once ``|U| < k * eps``: ``1 + U`` rounds to 1 and the difference to 0, value and
 gradient (pseudo-Huber at r = 1e-4 is 0 in float32, the truth 5e-9).  Registered in
 :data:`losscc.rewrites.STABILITY`, proved in ``tests/test_rewrites.py``.
@@ -15,14 +16,17 @@ from . import ir
 from .rewrites_sums import _has_tensor
 
 
+_POLY_MAX = 8  # positive integer exponents up to which the difference is factored
+
+
 def _power_term(t):
-    """(c, base, p) for a term c * base**p with a non-integer exponent and a sum as base."""
+    """(c, base, p) for a term c * base**p with an exponent other than 0 and 1 and a sum as base."""
     coeff, rest = t.as_coeff_mul()
     pows = [f for f in rest if isinstance(f, sp.Pow) and isinstance(f.base, sp.Add)]
     if len(pows) != 1:
         return None
     pw = pows[0]
-    if pw.exp.is_Integer:
+    if pw.exp in (0, 1):
         return None
     others = sp.Mul(coeff, *[f for f in rest if f is not pw])
     return others, pw.base, pw.exp
@@ -36,8 +40,9 @@ def _root(k, p, ctx):
 
 
 def power_minus_constant(e, ctx):
-    """c (k + U)**p - c k**p -> c U / (sqrt(k + U) + sqrt(k)) for p = 1/2, and
-    c k**p expm1(p log1p(U / k)) where |U| < k / 2 for other non-integer p (the written form
+    """c (k + U)**p - c k**p -> c U / (sqrt(k + U) + sqrt(k)) for p = 1/2,
+    c U sum_j (k + U)**j k**(n-1-j) for an integer p = n from 2 to _POLY_MAX, and
+    c k**p expm1(p log1p(U / k)) where |U| < k / 2 for any other p (the written form
     elsewhere); k > 0 proved, made of numbers and hyperparameters, U reading a tensor.
 
     Both are identities for k > 0 and k + U >= 0; neither subtracts two numbers near k**p.
@@ -68,6 +73,11 @@ def power_minus_constant(e, ctx):
         left = [] if left == 0 else [left]
         if p == sp.Rational(1, 2):
             return sp.Add(c * u / (sp.sqrt(k + u) + kp), *left)
+        if p.is_Integer and 2 <= p <= _POLY_MAX:
+            # (k + U)**n - k**n = U * sum_j (k + U)**j k**(n-1-j): exact algebra, every term
+            # positive where k + U > 0 (Tukey's biweight 1 - (1 - u)**3)
+            terms = [(k + u) ** j * _root(k, p - 1 - j, ctx) for j in range(int(p))]
+            return sp.Add(c * u * sp.Add(*terms), *left)
         # the near form reads U / k clipped to [-1/2, 1/2], where it is taken, so its untaken
         # side stays finite (log1p(-1) is -inf; 0 * inf in the backward of the select is NaN)
         near = kp * ir.expm1(p * ir.log1p(ir.Clip(u / k, -sp.Rational(1, 2), sp.Rational(1, 2))))

@@ -536,7 +536,8 @@ def test_every_rule_has_a_symbolic_proof():
 
 # proved for x, y > 0 (k > 0 and k + U > 0)
 POWERS = [sp.sqrt(1 + x**2) - 1, 3 - 3 * sp.sqrt(x**2 + 1), sp.sqrt(x + 4) - 2 + y,
-          (1 + x**2) ** sp.Rational(1, 3) - 1, 1 - 1 / sp.sqrt(1 + x**2), (x**2 + 2) ** sp.Rational(3, 2) - 2 * sp.sqrt(2)]
+          (1 + x**2) ** sp.Rational(1, 3) - 1, 1 - 1 / sp.sqrt(1 + x**2), (x**2 + 2) ** sp.Rational(3, 2) - 2 * sp.sqrt(2),
+          1 - (1 + x**2) ** 3, (2 + x) ** 4 - 16 + y, (1 + x) ** 2 - 1, 1 - 1 / (1 + x**2) ** 2]
 
 
 @pytest.mark.parametrize("before", POWERS, ids=str)
@@ -557,7 +558,8 @@ def test_power_minus_constant_needs_the_constant_and_a_positive_k():
     rule = RULES["power-minus-constant"]
     assert rule.apply(sp.sqrt(1 + x**2) - 2, BARE) is None   # -2 is not sqrt(1)
     assert rule.apply(sp.sqrt(1 + x**2) + 1, BARE) is None   # a sum, nothing cancels
-    assert rule.apply((1 + x) ** 2 - 1, BARE) is None        # an integer power: SymPy expands it
+    assert rule.apply((1 + x) ** 2 - 2, BARE) is None        # -2 is not 1**2
+    assert rule.apply((1 + x) ** 1 - 1, BARE) is None        # SymPy's own x
     assert rule.apply(sp.sqrt(x**2 - 1) - sp.I, BARE) is None  # k = -1 is not positive
     eps = """
 x: {dtype: float, shape: [N]}
@@ -776,7 +778,7 @@ NUMERIC_TRIGGERS = {
     "logsumexp-minus-member": ["loss = logsumexp(x, axis=C) - x[y]", "loss = log(sum(exp(x), axis=C)) - x[y] + t"],
     "one-minus-ratio": ["loss = 1 - t / (t + x**2 + 1e-7)", "loss = x * (1 - (t + 1) / (t + exp(x) + 1))"],
     "power-minus-constant": ["loss = sqrt(1 + (x - t)**2) - 1", "loss = t * ((1 + x**2 / 4)**0.25 - 1)",
-                             "loss = 2 - 2 / sqrt(1 + x**2)"],
+                             "loss = 2 - 2 / sqrt(1 + x**2)", "loss = t * (1 - (1 - (x / 3)**2)**3)"],
     "one-minus-clip": ["loss = -log(1 - clip(t, 1e-7, 1 - 1e-7)) * x",
                        "loss = x**2 * (1 - clip(t, 0.25, 1 - 0.25)) + t"],
     "relative-difference": ["loss = abs(x - t) / max(abs(t), 1e-7)", "loss = x**2 * (t - x) / t",
@@ -1071,6 +1073,8 @@ HARD = [
     ("power-minus-constant", sp.sqrt(1 + x**2) - 1, 1e-9, lambda v: mpmath.sqrt(1 + v**2) - 1),
     ("power-minus-constant", (1 + x**2) ** sp.Rational(1, 3) - 1, 1e-9, lambda v: mpmath.cbrt(1 + v**2) - 1),
     ("power-minus-constant", 1 - 1 / sp.sqrt(1 + x), 1e-17, lambda v: 1 - 1 / mpmath.sqrt(1 + v)),
+    ("power-minus-constant", 1 - (1 - x**2) ** 3, 1e-9, lambda v: 1 - (1 - v**2) ** 3),
+    ("power-minus-constant", (1 + x) ** -2 - 1, 1e-17, lambda v: (1 + v) ** -2 - 1),
 ]
 
 
