@@ -313,6 +313,9 @@ def parse_domain(text: str, axes: set[str]) -> Domain | str:
             if not abs(float(s)) < 1e300:
                 return None, f"bound '{clip(s)}' is too large (write inf for no bound)"
             return float(s), None
+        if AXIS.match(s):  # a shape symbol, but of no input's axes: its size is unknown
+            return None, (f"bound '{clip(s)}' is no input's axis; a label's bound names an axis of "
+                          "an input (\"[0, C)\" with logits [N, C]) or is a number (\"[0, 3)\")")
         return None, f"bound '{clip(s)}' is not a number, 'inf' or a shape symbol"
 
     lo, e1 = bound(m.group(2))
