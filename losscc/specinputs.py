@@ -61,9 +61,9 @@ def _param(r: Reader, path: str, key: str, node: Node) -> Param | None:
         r.err(node, "E133", f"{where}: a boolean parameter has no bounds")
     draft = Param(name=key, kind=kind, default=dv, min=lo, max=hi, min_open=lo_key == "gt", max_open=hi_key == "lt")
     if lo is not None and hi is not None and (lo > hi or (lo == hi and (draft.min_open or draft.max_open))):
-        r.err(fields[lo_key], "E133", f"{where}: no value is {' and '.join(draft.bound_words())}")
+        r.err(fields[lo_key], "E133", f"{where}: the bounds admit no value ({' and '.join(draft.bound_words())})")
     elif kind != "bool" and not draft.admits(dv):
-        r.err(fields["default"], "E134", f"{where}.default: {dv} is not {' and '.join(draft.bound_words())}")
+        r.err(fields["default"], "E134", f"{where}.default: {dv} is outside the bounds ({' and '.join(draft.bound_words())})")
     doc = r.doc(fields, where).strip()
     return Param(name=key, kind=kind, default=dv, min=lo, max=hi, doc=doc, loc=loc,
                  min_open=draft.min_open, max_open=draft.max_open)

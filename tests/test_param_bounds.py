@@ -41,10 +41,10 @@ def test_strict_bounds_are_read():
 @pytest.mark.parametrize("fields,code,words", [
     ("default: 0.5, min: 0, gt: 0", "E133", "'min' and 'gt' both bound one side"),
     ("default: 0.5, max: 1, lt: 1", "E133", "'max' and 'lt' both bound one side"),
-    ("default: 0.0, gt: 0", "E134", "0.0 is not > 0"),
-    ("default: 1.0, min: 0, lt: 1", "E134", "1.0 is not >= 0 and < 1"),
-    ("default: 1.0, gt: 1, max: 1", "E133", "no value is > 1 and <= 1"),
-    ("default: 1.0, gt: 2, lt: 3", "E134", "1.0 is not > 2 and < 3"),
+    ("default: 0.0, gt: 0", "E134", "0.0 is outside the bounds (> 0)"),
+    ("default: 1.0, min: 0, lt: 1", "E134", "1.0 is outside the bounds (>= 0 and < 1)"),
+    ("default: 1.0, gt: 1, max: 1", "E133", "the bounds admit no value (> 1 and <= 1)"),
+    ("default: 1.0, gt: 2, lt: 3", "E134", "1.0 is outside the bounds (> 2 and < 3)"),
     ("default: true, gt: 0", "E133", "a boolean parameter has no bounds"),
     ("default: 0.5, gt: '0'", "E112", "params.c.gt: expected a number"),
 ])
