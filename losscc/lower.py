@@ -390,9 +390,9 @@ class Lowerer(OperatorLowering):
 
     def _divisor(self, f: sp.Expr, prec: int) -> str:
         """A factor of a denominator.  An integer whose reciprocal float32 cannot hold (3, not
-        4) is a tensor of the dtype where the backend rounds Python numbers to float32: Paddle
-        under to_static divides by a Python int as a scale by its float32 reciprocal (x / 3 was
-        3e-8 off in float64)."""
+        4) is a tensor of the dtype where the backend rounds Python numbers to float32 (one
+        backend's graph mode divides by a Python int as a scale by its float32 reciprocal:
+        x / 3 was 3e-8 off in float64)."""
         if f.is_Integer and self.b.wrap_scalars and not _is_f32_exact(1.0 / float(f)):
             return self.b.scalar.format(value=repr(float(f)), dtype=self.dtype())
         return self.wrap(f, prec)

@@ -67,7 +67,7 @@ def check_spec_name(name: str) -> str | None:
     cls = "".join(part.capitalize() for part in name.split("_") if part)  # Spec.class_name
     if hasattr(builtins, cls) or cls in framework_names() or cls in RESERVED:
         # `class ValueError` would turn the module's own input checks, and get_loss's, into
-        # calls of the loss class; `class F` would hide paddle.nn.functional
+        # calls of the loss class; `class F` would hide a backend's framework alias
         return (f"gives the class '{cls}', a name the generated modules use (a Python builtin or "
                 "a framework import)")
     return None
