@@ -21,7 +21,6 @@ put where the spelling puts them (:mod:`losscc.operands`).
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
 import sympy as sp
@@ -29,6 +28,10 @@ import sympy as sp
 from . import functions, fusion, ir
 from .backends import Backend
 from .layout import power, unary_needs_parens
+from .literals import factored as _factored
+from .literals import is_f32_exact as _is_f32_exact
+from .literals import is_negative as _is_negative
+from .literals import power_of_two
 from .lower_ops import OperatorLowering
 from .localnames import Locals, allocate, import_names  # noqa: F401  (import_names: re-exported)
 from .operands import ADD, AND, ATOM, CMP, MUL, NOT, OR, POW, UNARY, VALUE_OPERANDS, analyse, is_atomic, is_simple
@@ -72,13 +75,6 @@ class Lowered:
     none_body: list[str] = field(default_factory=list)
     none_reductions: list[tuple[str, Block]] = field(default_factory=list)
     branch_prologue: list[str] = field(default_factory=list)  # the general path's own prologue
-
-
-def _is_f32_exact(v: float) -> bool:
-    try:
-        return struct.unpack("f", struct.pack("f", v))[0] == v
-    except OverflowError:
-        return False
 
 
 class Lowerer(OperatorLowering):
@@ -351,6 +347,12 @@ class Lowerer(OperatorLowering):
         return code
 
     def _lower_Add(self, e: sp.Add) -> tuple[str, int]:
+        got = _factored(e)  # a number SymPy distributed over a difference, taken out again
+        if got is not None:
+            c, inner, rest = got
+            if not rest:
+                return f"{self.wrap(c, MUL)} * {self.wrap(inner, MUL + 1)}", MUL
+            e = sp.Add(sp.Mul(c, inner, evaluate=False), *rest, evaluate=False)
         terms = list(e.args)
         # positive terms first reads naturally: "1 - x", "a + b - c". Constants (numbers and
         # hyperparameters) go last after two or more tensor terms, one of them positive, as in
@@ -389,11 +391,9 @@ class Lowerer(OperatorLowering):
         return code, MUL
 
     def _divisor(self, f: sp.Expr, prec: int) -> str:
-        """A factor of a denominator.  An integer whose reciprocal float32 cannot hold (3, not
-        4) is a tensor of the dtype where the backend rounds Python numbers to float32 (one
-        backend's graph mode divides by a Python int as a scale by its float32 reciprocal:
-        x / 3 was 3e-8 off in float64)."""
-        if f.is_Integer and self.b.wrap_scalars and not _is_f32_exact(1.0 / float(f)):
+        """A factor of a denominator; an integer other than 2**k a tensor of the dtype where Python
+        numbers round to float32 (a graph mode scaled x / 3 by float32 1/3: 3e-8 off in float64)."""
+        if f.is_Integer and self.b.wrap_scalars and not power_of_two(float(f)):
             return self.b.scalar.format(value=repr(float(f)), dtype=self.dtype())
         return self.wrap(f, prec)
 
@@ -435,15 +435,6 @@ class Lowerer(OperatorLowering):
 def _sizes_only(e: sp.Expr) -> bool:
     """An expression of axis sizes and numbers only (`C + 1`): no tensor in it."""
     return e.has(ir.Size) and not e.xreplace({s: sp.S.One for s in e.atoms(ir.Size)}).free_symbols
-
-
-def _is_negative(t) -> bool:
-    if t.is_Number:
-        return bool(t.is_negative)
-    if isinstance(t, sp.Mul):
-        c, _ = t.as_coeff_Mul()
-        return bool(c.is_Number and c.is_negative)
-    return False
 
 
 # the variable a node's value is stored in, by node type (the nearest along its MRO)

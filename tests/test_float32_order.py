@@ -80,6 +80,37 @@ def test_constants_stay_first_in_short_sums():
     assert "(1 - x1) * x2" in code
 
 
+SCALED = """name: scaled
+summary: a scaled difference and a term that does not share the scale
+inputs:
+  x1: {dtype: float, shape: [N, D]}
+  x2: {dtype: float, shape: [N, D]}
+formula: |
+  loss = 3 * (x1 - x2) + abs(x1) / 10
+"""
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_number_times_a_difference_is_not_distributed(backend, mode, tmp_path):
+    """SymPy stores 3 * (x1 - x2) as 3*x1 - 3*x2: at x2 one float32 ulp above x1 that is 33%
+    off (-4.77e-7 for -3.58e-7 at 1.0); the lowering takes the factor out again."""
+    spec, mod, code = _module(SCALED, backend, tmp_path)
+    assert "3 * (x1 - x2)" in code
+    x1 = _float32_points(np.random.default_rng(4), (3, 5))
+    x2 = np.nextafter(x1.astype(np.float32), np.float32(np.inf)).astype(float)
+    data = verify.CaseData("ulp", "test", {"x1": x1, "x2": x2}, {})
+    vals, _ = verify.runner(backend).run(mod, spec, data, "float32", mode, ["none"])
+    exact = 3 * (x1 - x2) + np.abs(x1) / 10
+    np.testing.assert_allclose(vals["none"], exact, rtol=2e-6, atol=0)
+
+
+def test_a_sum_of_like_scaled_terms_keeps_its_form():
+    """Terms of one sign gain nothing from the factor: eps/a + eps/b stays as written."""
+    code = compile_spec(spec_from_text(SCALED.replace("3 * (x1 - x2)", "3 * (x1 + x2)"), "<same>"), get("paddle"))
+    assert "3 * x1 + 3 * x2" in code or "3 * x2 + 3 * x1" in code
+
+
 # per-element float32 bounds: rel * |loss| + ab * (1 + max |logit| of the row). The second
 # term is the rounding of z[y] - logsumexp(z), which cancels where the label's logit
 # dominates (a small loss); Paddle's exp and log are within about 1 ulp, MindSpore's CPU exp
