@@ -153,3 +153,47 @@ def ieee_divide(a, b):
     if a == 0 or mpmath.isnan(a):
         return mpmath.mpf("nan")
     return mpmath.mpf("inf") * mpmath.sign(a)
+
+
+def near_mask(a, b, tol: float) -> np.ndarray | None:
+    """Where a and b differ by at most `tol` relative, but are not equal (an exact tie has its
+    convention; a near one the dtype's rounding may make a tie or swap): a bool array, or
+    None where there is none (or tol is 0, or neither is an array)."""
+    if tol <= 0 or not (isinstance(a, np.ndarray) or isinstance(b, np.ndarray)):
+        return None
+    close = np.frompyfunc(lambda u, v: u != v and mpmath.isfinite(u) and mpmath.isfinite(v)
+                          and abs(u - v) <= tol * max(abs(u), abs(v)), 2, 1)
+    m = np.asarray(close(a, b), dtype=bool)
+    return m if m.any() else None
+
+
+def near_elements(masks: list, layout: Layout, whole: tuple, loss_shape: tuple, loss_axes) -> np.ndarray:
+    """The loss elements (flat, in the order of the 'none' value) that any of `masks` (in the
+    canonical layout) feeds: each reduced over the axes the loss does not keep."""
+    keep = {d for a in loss_axes for d in layout.dims[a]}
+    out = np.zeros(loss_shape, dtype=bool)
+    for m in masks:
+        out |= np.any(np.broadcast_to(m, whole), axis=tuple(d for d in range(len(whole)) if d not in keep),
+                      keepdims=True)
+    return np.asarray(layout.squeeze(out, loss_axes), dtype=bool).reshape(-1)
+
+
+def mp_real(v):
+    if isinstance(v, mpmath.mpc):
+        return mpmath.mpf("nan") if v.imag != 0 else v.real
+    return v
+
+
+def mp_pow(a, b):
+    try:
+        if a == 0 and b < 0:
+            return mpmath.mpf("inf")
+        if a < 0 and not mpmath.isint(b):
+            return mpmath.mpf("nan")
+        return mp_real(mpmath.power(a, b))
+    except (ValueError, ZeroDivisionError):
+        return mpmath.mpf("nan")
+
+
+def mp_sqrt(x):
+    return mpmath.sqrt(x) if x >= 0 else mpmath.mpf("nan")

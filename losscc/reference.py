@@ -87,10 +87,12 @@ class Reference:
 
 
 def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None = None,
-              grad_of: list[str] | None = None, max_dps: int | None = None) -> Reference:
+              grad_of: list[str] | None = None, max_dps: int | None = None, near_tol: float = 0.0) -> Reference:
     """Values of every reduction and gradients of the summed loss, at DPS digits (more for
     large inputs, at most `max_dps`: the extreme-input suite caps it and compares only
-    where the result is finite)."""
+    where the result is finite).  `near_tol`: a gradient entry that feeds a selection whose
+    sides differ by at most that much relative (but are not equal) is a kink: the dtype's
+    rounding may make it a tie, with its own convention, or swap the sides."""
     learnable = learnable or {}
     dps = min(digits_for(inputs, learnable), max_dps or limits.MAX_REFERENCE_DPS)
     names = grad_of if grad_of is not None else [
@@ -100,6 +102,7 @@ def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None 
     check_work(prog, inputs, learnable, 1 + 2 * entries, max_dps)
     with mpmath.workdps(dps):
         ev = Evaluator(prog, inputs, params, learnable)
+        ev.near_tol = near_tol
         base = ev.run()
         with np.errstate(over="ignore", invalid="ignore"):  # beyond float64: inf; 0/0: nan
             values = {k: (np.array(v, dtype=object).astype(float) if isinstance(v, np.ndarray) else float(v))
@@ -203,8 +206,10 @@ class _Differences:
         scale = max(abs(right), abs(left), 1)
         res = self.noise / h
         # not differentiable here, or not resolved at this precision
+        near = ev.near_elements  # elements fed by a near tie (reference's near_tol)
         kink = (abs(right - left) > mpmath.mpf(10) ** -6 * scale or res > mpmath.mpf(10) ** -8 * scale
-                or blind_up or blind_down)
+                or blind_up or blind_down
+                or near is not None and any(n and (u != 0 or v != 0) for n, u, v in zip(near, up, down)))
         return d, bool(kink), res
 
 

@@ -21,6 +21,10 @@ from .refarrays import (
     first_min,
     ieee_divide,
     infer_sizes,
+    mp_pow,
+    mp_sqrt,
+    near_elements,
+    near_mask,
     place,
     select,
     sum_axes,
@@ -39,27 +43,6 @@ def _elementwise(f):
     return _vec(f)
 
 
-def _real(v):
-    if isinstance(v, mpmath.mpc):
-        return mpmath.mpf("nan") if v.imag != 0 else v.real
-    return v
-
-
-def _pow(a, b):
-    try:
-        if a == 0 and b < 0:
-            return mpmath.mpf("inf")
-        if a < 0 and not mpmath.isint(b):
-            return mpmath.mpf("nan")
-        return _real(mpmath.power(a, b))
-    except (ValueError, ZeroDivisionError):
-        return mpmath.mpf("nan")
-
-
-def _sqrt(x):
-    return mpmath.sqrt(x) if x >= 0 else mpmath.mpf("nan")
-
-
 def _neg_sigmoid_arg(term):
     """term == -sigmoid(x) -> x, else None."""
     if isinstance(term, sp.Mul) and len(term.args) == 2 and term.args[0] == -1 \
@@ -68,8 +51,8 @@ def _neg_sigmoid_arg(term):
     return None
 
 
-_POW = np.frompyfunc(_pow, 2, 1)
-_SQRT = _vec(_sqrt)
+_POW = np.frompyfunc(mp_pow, 2, 1)
+_SQRT = _vec(mp_sqrt)
 _EXP = _vec(mpmath.exp)
 _LOG = _vec(functions.mp_log)
 _SIGMOID = _vec(functions.mp_sigmoid)
@@ -91,6 +74,8 @@ class Evaluator:
         self.raw = dict(inputs)
         self.learnable = {k: to_mp(np.asarray(v, dtype=float)) for k, v in learnable.items()}
         self.frozen: dict = {}
+        # near ties (refarrays.near_mask) at the unperturbed point, and the loss elements they feed
+        self.near_tol, self._near, self.near_elements = 0.0, [], None
 
     def env(self, inputs: dict) -> dict:
         prog, spec = self.prog, self.prog.spec
@@ -132,9 +117,14 @@ class Evaluator:
             env, valid = self.env(inputs)
             memo: dict = {}
             self._freeze = freeze
+            if not freeze:
+                self._near = []
             loss = self.ev(self.prog.loss, env, memo)
             loss_t = self.prog.typeof(self.prog.loss)
             loss = np.broadcast_to(np.asarray(loss, dtype=object), self._full(loss_t.axes))
+            if not freeze:
+                self.near_elements = near_elements(self._near, self.layout, self._full(self.prog.axes),
+                                                   self._full(loss_t.axes), loss_t.axes) if self._near else None
             if valid is not None:
                 valid = np.broadcast_to(valid, loss.shape)
                 loss = np.where(valid, loss, mpmath.mpf(0))
@@ -159,6 +149,12 @@ class Evaluator:
             return out
         finally:
             self.learnable = saved
+
+    def _note_near(self, a, b) -> None:
+        """Remember where the sides of a selection are a near tie (refarrays.near_mask)."""
+        m = near_mask(a, b, self.near_tol)
+        if m is not None:
+            self._near.append(m)
 
     def _full(self, axes):
         shape = [1] * self.layout.rank
@@ -291,7 +287,7 @@ class Evaluator:
 
     def _eval_Clip(self, e, ev):
         x, lo, hi = (ev(a) for a in e.args)
-        below, above = self._fixed(e, lambda: (x < lo, x > hi))
+        below, above = self._fixed(e, lambda: (self._note_near(x, lo), self._note_near(x, hi), x < lo, x > hi)[2:])
         return select(below, lo, select(above, hi, x))
 
     def _eval_MinMaxBase(self, e, ev):
@@ -303,7 +299,7 @@ class Evaluator:
         out = ev(args[0])
         for k, a in enumerate(args[1:]):
             v = ev(a)
-            order = self._fixed((e, k), lambda u=out, w=v: bigger(u, w))
+            order = self._fixed((e, k), lambda u=out, w=v: self._note_near(u, w) or bigger(u, w))
             tie = out if self._is_bound(a) else (out + v) / 2
             out = select(order > 0, out, select(order < 0, v, tie))
         return out
@@ -315,6 +311,7 @@ class Evaluator:
 
     def _relation(self, e, ev):
         a, b = ev(e.args[0]), ev(e.args[1])
+        self._note_near(a, b)
         f = _RELATIONS[type(e)]
         return np.asarray(np.frompyfunc(f, 2, 1)(a, b)).astype(bool) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else bool(f(a, b))
 

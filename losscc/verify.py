@@ -158,8 +158,12 @@ def exp_names(prog, case: CaseData) -> list[str]:
     return names + [lr.name for lr in prog.spec.learnable]
 
 
-def expectations(prog, case: CaseData):
-    """Expected values and gradients (and kink masks) for a case, from the reference where needed."""
+NEAR_ULPS = 16  # a selection whose sides are this many ulps of the dtype apart may round to a tie
+
+
+def expectations(prog, case: CaseData, dtype: str = "float64"):
+    """Expected values and gradients (and kink masks) for a case, from the reference where
+    needed; selections whose sides are within NEAR_ULPS of `dtype` of a tie are kinks."""
     diff_names = exp_names(prog, case)
     need_ref = case.from_reference or not case.grads
     kinks = {}
@@ -167,7 +171,8 @@ def expectations(prog, case: CaseData):
     if need_ref:
         try:
             ref = reference(prog, case.inputs, case.params, case.learnable, diff_names,
-                            max_dps=120 if case.source == "extreme" else None)
+                            max_dps=120 if case.source == "extreme" else None,
+                            near_tol=NEAR_ULPS * float(np.finfo(dtype).eps))
         except ReferenceCost as exc:  # a case file's case: bad input, named
             raise SpecError([Diagnostic(Location(printable(case.source, False)), "E181",
                                         f"case '{printable(case.id, False)}': {exc}")]) from None
@@ -215,12 +220,12 @@ def verify_spec(spec: Spec, modules: dict, runners: dict, dtypes, modes, cases: 
             expect32.append((c, vals, grads, kinks))
         elif c.from_reference or "float32" not in dtypes:
             c32 = _round32(c, prog.spec) if c.from_reference else None
-            expect32.append((c32, *expectations(prog, c32)) if c32 else (c, vals, grads, kinks))
+            expect32.append((c32, *expectations(prog, c32, "float32")) if c32 else (c, vals, grads, kinks))
         else:
             # library values are for the float64 inputs; in float32 compare with the
             # reference at the float32-rounded inputs (the same math, exact inputs)
             c32 = _round32(c, prog.spec)
-            expect32.append((c32, *expectations(prog, c32)))
+            expect32.append((c32, *expectations(prog, c32, "float32")))
     truths = {}
     for c, *_ in expect64 + expect32:
         if strict and not c.from_reference and id(c) not in truths:

@@ -120,3 +120,43 @@ def test_max_with_an_argument_that_folds_to_a_number(tmp_path):
     # t = tanh(y), relative error eps / (1 - t), 1e-12 at |y| = 4.6 in float64; docs/verify.md)
     mods = modules(spec, tmp_path)
     check(spec, mods, [case(spec, {"N": (5,)}, seed=3)], modes=("eager", "graph"))
+
+
+SPAN = """name: span_sq
+summary: a squared difference over the span of two shifted intervals
+inputs:
+  x: {dtype: float, shape: [N]}
+  y: {dtype: float, shape: [N]}
+formula: |
+  span = max(x + 2, y + 1) - min(x - 2, y - 1)
+  loss = (x - y)**2 / span
+"""
+
+
+def test_a_tie_that_only_rounding_makes_is_a_kink_not_a_convention():
+    """x - 2 and y - 1 at x = 0.855, y = -0.145 differ by 2.8e-17 in exact arithmetic on the
+    float64 values and are equal once rounded: a backend applies the tie convention (half to
+    each side), the exact reference picks one side. The entry is a kink (not compared) at the
+    dtype's resolution; an exact tie (x = 0.5, y = -0.5) keeps its convention."""
+    prog = build_program(spec_from_text(SPAN, "<span>"))
+    x, y = np.array([0.855, 0.5, 3.0]), np.array([-0.145, -0.5, 1.0])
+    assert (x[0] - 2) == (y[0] - 1)  # a tie in float64
+    case = verify.CaseData("near", "test", {"x": x, "y": y}, {}, from_reference=True)
+    _, grads, kinks = verify.expectations(prog, case)
+    assert list(kinks["x"]) == [True, False, False] and list(kinks["y"]) == [True, False, False]
+    assert grads["x"][1] == pytest.approx(2 * 1.0 / 4 - 1.0 / 16 * 0.5)  # the exact tie: half to x's side
+    ref = reference(prog, {"x": x, "y": y}, {})  # without near_tol: the exact reading, no kink
+    assert not ref.kinks["x"].any()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_verify_passes_a_correct_loss_at_a_rounding_tie(backend, tmp_path):
+    spec = spec_from_text(SPAN, "<span>")
+    path = tmp_path / f"span_{backend}.py"
+    path.write_text(compile_spec(spec, get(backend)))
+    mod = verify.load_module(path, f"span_tie_{backend}")
+    case = verify.CaseData("near", "test", {"x": np.array([0.855, 0.25]), "y": np.array([-0.145, 1.5])}, {},
+                           from_reference=True)
+    rows = verify.verify_spec(spec, {backend: mod}, {backend: verify.runner(backend)}, ("float64", "float32"),
+                              ("eager",), [case])
+    assert all(r.ok for r in rows), [r.failures[:2] for r in rows]
