@@ -78,8 +78,9 @@ def _symbol_facts(spec) -> dict[str, Facts]:
             lo = isinstance(d.lo, float)
             out[i.name] = facts(lo and (d.lo > 0 or (d.lo == 0 and not d.lo_closed)), lo and d.lo >= 0,
                                 all(isinstance(v, float) and abs(v) <= BOUND for v in (d.lo, d.hi)))
-    for p in spec.params:
-        out[p.name] = facts(p.positive, p.nonnegative)
+    for p in spec.params:  # bounded: a bool, or both bounds given and within BOUND
+        both = p.min is not None and p.max is not None and max(abs(p.min), abs(p.max)) <= BOUND
+        out[p.name] = facts(p.positive, p.nonnegative, p.kind == "bool" or both)
     return out
 
 

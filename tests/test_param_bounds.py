@@ -108,3 +108,13 @@ def test_case_files_and_calls_on_a_strict_bound_are_refused(tmp_path):
     with pytest.raises(SpecError) as info:
         build_program(load_spec(tmp_path / "caller.yaml"))
     assert [d.code for d in info.value.diagnostics] == ["E262"]
+
+
+def test_range_facts_of_bounded_parameters():
+    from losscc.ranges import Ranges
+    prog = build_program(spec_of(STRICT.replace("c: {default: 0.5, gt: 0, lt: 1, doc: A scale.}",
+                                                "c: {default: 0.5, gt: 0, lt: 1}\n      k: {default: 2.0, gt: 0}")))
+    r = Ranges(prog)
+    c, k = prog.symbols["c"], prog.symbols["k"]
+    assert r.positive(c) and r.bounded(c) and r.bounded(2 * c - 1)
+    assert r.positive(k) and not r.bounded(k)
