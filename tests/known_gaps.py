@@ -19,9 +19,6 @@ UNDERFLOW = "float32 underflow inside the framework's backward (a gradient below
 SUBNORMAL = "a value or gradient that is subnormal in float32, rounded differently by each kernel"
 NORM = ("inputs of 1e18: the gradient of a normalisation (x / |x|, N**-1/2, DIoU's rho**2 / c**2) "
         "holds |x|**-3 or c**-4 (1e-54, 1e-72), which underflows float32")
-SOFTMAX = ("the softmax backward p_i (g_i - sum_j g_j p_j): where one class holds all the mass, its "
-           "p rounds to 1 in float32 and g_k - sum_j g_j p_j cancels to 0, where the truth is "
-           "sum_(j != k) p_j (g_k - g_j) (1.6e-13 at logits 1e2)")
 BOXES = ("GIoU of inverted boxes (x1 > x2, which the suite's free draws give and the spec excludes "
          "in words): identical or nearly identical ones have no intersection, and two terms of "
          "size 1 cancel to eps / A, which float32 cannot hold; their gradients are sums of "
@@ -68,9 +65,6 @@ GAPS: dict[str, tuple[str, frozenset]] = {
     "nt_xent": (NORM, frozenset({
         ('extreme_z_i_1e+18', 'gradient d/dz_i'),
         ('extreme_z_j_1e+18', 'gradient d/dz_j'),
-    })),
-    "softmax_dice": (SOFTMAX, frozenset({
-        ('extreme_logits_1e+02', 'gradient d/dlogits'),
     })),
 }
 
