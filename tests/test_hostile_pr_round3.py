@@ -133,18 +133,20 @@ def test_a_costly_case_is_a_clear_error_in_verify(tmp_path):
     assert d.code == "E181" and "case 'huge'" in d.message and "limit 'reference_work'" in d.message
 
 
+PAIRS = """
+    name: pairs
+    summary: s.
+    inputs:
+      x: {dtype: float, shape: [N, D]}
+    formula: |
+      loss = logsumexp(sum(x * rename(x, N=M), axis=D), axis=M)
+"""
+
+
 def test_the_reference_work_counts_every_axis_of_a_pairwise_loss():
     from losscc.parse import build_program
     from losscc.reference import reference_work
-    spec = spec_of("""
-        name: pairs
-        summary: s.
-        inputs:
-          x: {dtype: float, shape: [N, D]}
-        formula: |
-          loss = logsumexp(sum(x * rename(x, N=M), axis=D), axis=M)
-    """)
-    prog = build_program(spec)
+    prog = build_program(spec_of(PAIRS))
     x = {"x": np.ones((50, 2))}
     assert reference_work(prog, x, {}, 1) == 50 * 50 * 2 * (40 * 40 // 40)
 
@@ -165,15 +167,7 @@ def test_the_gradient_condition_is_held_to_its_work_limit(monkeypatch):
     576 elements: it gives way to probes, and with a smaller limit to no allowance at all."""
     from losscc import reference
     from losscc.parse import build_program
-    spec = spec_of("""
-        name: pairs
-        summary: s.
-        inputs:
-          x: {dtype: float, shape: [N, D]}
-        formula: |
-          loss = logsumexp(sum(x * rename(x, N=M), axis=D), axis=M)
-    """)
-    prog = build_program(spec)
+    prog = build_program(spec_of(PAIRS))
     x = {"x": np.random.default_rng(0).normal(size=(24, 1))}
     calls = []
     real = reference.Evaluator.run
