@@ -87,15 +87,25 @@ def read_case_json(path: Path, loc: Location) -> dict:
         d = exc.diagnostics[0]
         raise SpecError([Diagnostic(loc, d.code, f"{path.as_posix()}: {d.message}")]) from None
     try:
-        text = raw.decode("utf-8")
-        if _json_depth(text) > limits.MAX_JSON_DEPTH:
-            raise ValueError(f"nested more deeply than the limit 'json_depth' ({limits.MAX_JSON_DEPTH})")
-        doc = json.loads(text, parse_int=_int, parse_constant=_constant)
-    except (ValueError, RecursionError) as exc:
+        doc = loads_bounded(raw.decode("utf-8"), parse_int=_int, parse_constant=_constant)
+    except ValueError as exc:
         raise SpecError([Diagnostic(loc, "E180", f"cannot read case file {path.name}: {exc}")]) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("cases", []), list):
         raise SpecError([Diagnostic(loc, "E180", f"case file {path.name}: expected an object with a list 'cases'")])
     return doc
+
+
+def loads_bounded(text: str | bytes, **kw):
+    """``json.loads`` of untrusted text (bytes: UTF-8), refusing nesting past the limit
+    'json_depth' first (the parser recurses per level); every failure is a ValueError."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    if _json_depth(text) > limits.MAX_JSON_DEPTH:
+        raise ValueError(f"nested more deeply than the limit 'json_depth' ({limits.MAX_JSON_DEPTH})")
+    try:
+        return json.loads(text, **kw)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def _json_depth(text: str) -> int:

@@ -13,7 +13,6 @@ they are missing, so the check does not depend on image bytes.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from .backends import get as get_backend
 from .docplots import data_text, plot_data, render_png
 from .emit import class_name, compile_spec
 from .errors import Diagnostic, Location, SpecError
+from .casefile import loads_bounded
 from .files import read_bounded
 from .pipeline import lower, prepare
 from .spec import Spec
@@ -105,7 +105,7 @@ def _stability(root: Path) -> list:
     if not path.is_file():
         return []
     try:
-        data = json.loads(read_bounded(path, 16 * 1024 * 1024, "stability report", STABILITY))
+        data = loads_bounded(read_bounded(path, 16 * 1024 * 1024, "stability report", STABILITY))
     except ValueError as exc:  # not JSON (or not UTF-8): a bad committed file, not a bug
         line, col = getattr(exc, "lineno", 1), getattr(exc, "colno", 1)
         raise SpecError([Diagnostic(Location(STABILITY, line, col), "E175", f"not valid JSON: {exc}")]) from None
@@ -227,7 +227,8 @@ def page(spec: Spec, data: dict | None, records: list, results: dict | None = No
         lines += [f"Not in `{STABILITY}`.", ""]
     lines += ["## Plot", ""]
     if data is None:
-        lines += ["No case with a float input to sweep.", ""]
+        lines += ["No plot: no case with a float input to sweep, or the case is above a quarter of the limit "
+                  "'reference_work' (docs/errors.md).", ""]
     else:
         lines += [f"The loss summed over case `{data['case']}` and its gradient, as `{data['element']}` "
                   f"sweeps [{data['x'][0]}, {data['x'][-1]}] with everything else fixed; computed by the "
@@ -286,7 +287,7 @@ def build_docs(specs: list[Spec], root: Path, full: bool = True, frameworks: boo
         if data is not None and "builtin" not in data:
             old = _read(root / DOCS_DIR, f"data/{spec.name}.json")
             try:
-                kept = docbuiltin.carried(data, json.loads(old), spec) if old else None
+                kept = docbuiltin.carried(data, loads_bounded(old), spec) if old else None
             except ValueError:  # an unreadable committed file: --check reports it out of date
                 kept = None
             if kept is not None:

@@ -77,19 +77,14 @@ def plot_data(spec: Spec, root: Path, builtin=None) -> dict | None:
     xs)`, where given, returns the framework built-in's series on the same sweep
     (losscc.docbuiltin)."""
     prog = build_program(spec)
-    cases = spec_cases(spec) or reference_cases(spec, root)
-    if not cases or reference_work(prog, cases[0].inputs, cases[0].learnable, 3 * POINTS) > limits.MAX_REFERENCE_WORK:
-        cases = random_cases(spec, 1, 0)
-    if not cases:
+    for cases in (lambda: spec_cases(spec) or reference_cases(spec, root), lambda: random_cases(spec, 1, 0)):
+        got = _sweep(spec, prog, cases()[:1])
+        if got is not None:
+            break
+    else:
         return None
-    case = cases[0]
-    inp = swept_input(spec, case.inputs)
-    if inp is None:
-        return None
+    case, inp, xs = got
     base = np.asarray(case.inputs[inp.name], dtype=float)
-    x0 = float(base.reshape(-1)[0])
-    a, b = sweep_interval(inp, x0)
-    xs = np.linspace(a, b, POINTS)
     loss, grad = [], []
     for x in xs:
         cur = dict(case.inputs)
@@ -106,6 +101,29 @@ def plot_data(spec: Spec, root: Path, builtin=None) -> dict | None:
     if series is not None:
         data["builtin"] = series
     return data
+
+
+PLOT_WORK = limits.MAX_REFERENCE_WORK // 4  # the plot's evaluations, at most (reference_work's unit)
+
+
+def _sweep(spec: Spec, prog, cases: list) -> tuple | None:
+    """(case, swept input, sweep points) of the first of `cases` (one at most), or None where
+    there is none, it has no float input to sweep, or its evaluations at either end of the
+    sweep would pass PLOT_WORK (a case file of large entries, fixed axes of 64**3)."""
+    if not cases:
+        return None
+    case = cases[0]
+    inp = swept_input(spec, case.inputs)
+    if inp is None:
+        return None
+    base = np.asarray(case.inputs[inp.name], dtype=float)
+    a, b = sweep_interval(inp, float(base.reshape(-1)[0]))
+    for x in (a, b):
+        arr = base.copy()
+        arr.reshape(-1)[0] = x
+        if reference_work(prog, {**case.inputs, inp.name: arr}, case.learnable, 3 * POINTS) > PLOT_WORK:
+            return None
+    return case, inp, np.linspace(a, b, POINTS)
 
 
 def _value_and_slope(prog, inputs: dict, params: dict, learnable: dict, name: str) -> tuple[float, float]:

@@ -9,11 +9,11 @@ whose spec changed after its record says so.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 from .errors import Diagnostic, Location, SpecError
+from .casefile import loads_bounded
 from .files import read_bounded
 from .spec import Spec
 
@@ -27,7 +27,7 @@ def load(root: Path) -> dict:
     if not path.is_file():
         return {}
     try:
-        data = json.loads(read_bounded(path, MAX_BYTES, "verify results", VERIFY))
+        data = loads_bounded(read_bounded(path, MAX_BYTES, "verify results", VERIFY))
     except ValueError as exc:  # not JSON (or not UTF-8): a bad committed file, not a bug
         line, col = getattr(exc, "lineno", 1), getattr(exc, "colno", 1)
         raise SpecError([Diagnostic(Location(VERIFY, line, col), "E175", f"not valid JSON: {exc}")]) from None

@@ -388,20 +388,23 @@ def output_folder(project: Project, output: str | None) -> Path:
     if output is not None and not written.is_relative_to(project.root):
         return path.resolve()
     resolved = require_inside(project.root, path, shown, "output folder")
-    _no_link_below(project.root, written, shown)
+    _no_link_below(project.root, Path(os.getcwd()) / path, shown)
     return resolved
 
 
-def _no_link_below(root: Path, written: Path, shown: str) -> None:
-    """E172 where the output folder, or a folder on its way below the root, is a symbolic
-    link: Python imports the package by the name as written, and what sits beside that name
-    (a ``generated.py`` that wins over the folder) is judged beside the link, not its target."""
-    if not written.is_relative_to(root):
-        return
-    cur = root
-    for part in written.relative_to(root).parts:
+def _no_link_below(root: Path, given: Path, shown: str) -> None:
+    """E172 where the output folder, or a folder the path passes through below the root, is a
+    symbolic link: Python imports the package by the name as written, and what sits beside that
+    name (a ``generated.py`` that wins over the folder) is judged beside the link, not its
+    target.  `given` is absolute and not normalised: ``lnk/../generated`` passes through
+    ``lnk`` even though the normalised text does not name it."""
+    cur = Path(given.anchor)
+    for part in given.parts[1:]:
         cur = cur / part
+        inside = Path(os.path.abspath(cur))
+        if part in (".", "..") or inside == root or not inside.is_relative_to(root):
+            continue
         if cur.is_symlink():
             raise SpecError([Diagnostic(Location(shown), "E172", f"output folder: "
-                                        f"{printable(project_relative(root, cur), False)} is a symbolic link; "
+                                        f"{printable(project_relative(root, inside), False)} is a symbolic link; "
                                         "name the real folder (Python imports the package by the name as written)")])

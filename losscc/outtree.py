@@ -193,7 +193,9 @@ def _shadowing_siblings(out: Path) -> list[tuple[str, str]]:
         found = []
         with os.scandir(pfd) as it:
             for k, e in enumerate(it):
-                if k >= _SIBLINGS_READ:
+                if k >= _SIBLINGS_READ:  # fail closed: an entry not looked at may shadow the output
+                    found.append(("../", f"a folder of more than {_SIBLINGS_READ} entries; the entries "
+                                  "beside the output folder that Python could import instead were not all read"))
                     break
                 if e.name.startswith(out.name + ".") and e.name.endswith(_IMPORTABLE):
                     found.append((f"../{e.name}", _kind(e.stat(follow_symlinks=False))

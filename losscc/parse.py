@@ -168,6 +168,12 @@ def build_program(spec: Spec) -> Program:
             out.error(b.loc.line, b.loc.col, "E104",
                       f"formula exceeds the limit 'tree' ({limits.MAX_TREE} nodes after inlining the bindings)")
             out.raise_if_errors()
+        if res is not None and _tree_depth(res[0]) > limits.MAX_TREE_DEPTH:
+            # bindings nest: each one may add the limit 'depth', and the compiler's stages walk
+            # the inlined loss recursively
+            out.error(b.loc.line, b.loc.col, "E104", f"formula exceeds the limit 'tree_depth' "
+                      f"({limits.MAX_TREE_DEPTH} levels of nesting after inlining the bindings)")
+            out.raise_if_errors()
         if res is not None:
             env[b.name] = res
             bound.append((b.name, res[0]))
@@ -260,6 +266,20 @@ def _check_ignored(spec, symbols, types, loss, loss_name, lt, last, out) -> None
                       "keep the label's axes in the loss and reduce with `reductions:`, or ignore inside the "
                       f"formula (where({inp.name} != {inp.ignore}, ..., 0), a called spec's ignore_index) "
                       "without `ignore:`")
+
+
+def _tree_depth(expr: sp.Expr) -> int:
+    """Nodes on the longest path from `expr` to a leaf (iterative, linear time)."""
+    depth: dict = {}
+    stack = [(expr, False)]
+    while stack:
+        e, ready = stack.pop()
+        if ready:
+            depth[e] = 1 + max((depth[a] for a in e.args), default=0)
+        elif e not in depth:
+            stack.append((e, True))
+            stack.extend((a, False) for a in e.args)
+    return depth[expr]
 
 
 def type_of(expr: sp.Expr, prog: Program) -> TType:

@@ -18,10 +18,12 @@ The walk is ``losscc.refeval`` (driven by the function registry), its arrays
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import mpmath
 import numpy as np
+import sympy as sp
 
 from . import limits
 from .casecheck import reference_digits
@@ -54,21 +56,45 @@ class ReferenceCost(ValueError):
 
 
 def reference_work(prog: Program, inputs: dict, learnable: dict, runs: int, max_dps: int | None = None) -> int:
-    """The evaluator's work on a case: the elements of its layout (every axis at once: a
-    pairwise loss over N and M holds N * M) times `runs` evaluations times the cost of one
-    operation at its working digits, dps**2 / 40 (measured: 500 digits cost 13x 83 digits
-    per element, not 6x)."""
+    """The evaluator's work on a case: the elements it computes in one evaluation (each
+    distinct node of the loss at its own axes: a pairwise node over N and M holds N * M)
+    times `runs` evaluations times the cost of one operation at its working digits,
+    dps**2 / 40 (measured: 500 digits cost 13x 83 digits per element, not 6x)."""
     dps = min(digits_for(inputs, learnable), max_dps or limits.MAX_REFERENCE_DPS)
     return dps * dps // 40 * _elements(prog, inputs) * runs
 
 
+_CHEAP = (sp.Add, sp.Mul, sp.Max, sp.Min, sp.Piecewise, sp.Abs, sp.Rel, sp.Not, sp.And, sp.Or)
+_RUN = 512  # one evaluation's own cost, in additions (measured on one-element cases)
+_NODE = 64  # a node's own cost, whatever its size, in additions (measured on one-element cases)
+_COSTLY = 12  # a transcendental function costs up to 12 additions (erf, log-gamma at 41 digits)
+
+
+def _weight(e: sp.Expr) -> int:
+    """What computing one element of node `e` costs, in additions."""
+    if e.is_Atom:
+        return 0
+    if isinstance(e, _CHEAP) or e.is_Pow and e.exp.is_Integer:
+        return 1
+    return _COSTLY
+
+
 def _elements(prog: Program, inputs: dict) -> int:
-    """Elements of the evaluator's layout on these inputs: the product of every axis's size."""
-    elements = 1
-    for s in infer_sizes(prog, inputs).values():
-        for n in s:
-            elements *= n
-    return elements
+    """Elements the evaluator computes in one run on these inputs, in additions: each
+    distinct node of the loss at the size of its own axes, weighted by its operation."""
+    sizes = {a: math.prod(s) for a, s in infer_sizes(prog, inputs).items()}
+    seen: set = set()
+    stack = [prog.loss]
+    total = _RUN
+    while stack:
+        e = stack.pop()
+        if e in seen:
+            continue
+        seen.add(e)
+        stack.extend(e.args)
+        w = _weight(e)
+        total += w and w * math.prod(sizes.get(a, 1) for a in prog.typeof(e).axes) + _NODE
+    return total
 
 
 def check_work(prog: Program, inputs: dict, learnable: dict, runs: int, max_dps: int | None = None) -> None:
@@ -136,6 +162,8 @@ def _refine(prog, inputs, params, learnable, grads, fine, dps) -> None:
     MAX_REFERENCE_DPS (beyond, the entry keeps its value)."""
     short = max(float(mpmath.log10(r)) for _, _, r in fine)
     more = min(dps + int(np.ceil(short)) + 20, limits.MAX_REFERENCE_DPS)
+    runs = (1 + 2 * len(fine)) * _elements(prog, inputs)
+    more = min(more, math.isqrt(limits.MAX_REFERENCE_WORK * 40 // max(1, runs)))  # the limit 'reference_work'
     if more <= dps:
         return
     with mpmath.workdps(more):
@@ -214,7 +242,7 @@ class _Differences:
 
 
 _EXACT_CONDITION = 48  # entries up to which gradient_condition forms the whole Hessian (2 n^2 runs)
-CONDITION_WORK = 8 * limits.MAX_REFERENCE_WORK  # its work at most (reference_work's unit; 3.5e8 took 9 s)
+CONDITION_WORK = 20 * limits.MAX_REFERENCE_WORK  # its work at most (the catalogue's largest Hessian: 3.3e10, 25 s)
 
 
 def gradient_condition(prog: Program, inputs: dict, params: dict, learnable: dict | None, names: list[str],

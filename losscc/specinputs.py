@@ -8,6 +8,7 @@ the shape symbols of the inputs, after the last input.
 from __future__ import annotations
 
 import keyword
+import math
 import re
 from functools import partial
 
@@ -162,6 +163,11 @@ def _fixed(r: Reader, item: Node, where: str, sizes: dict[str, int]) -> tuple[st
         return None
     if sizes.setdefault(name, n) != n:
         r.err(item, "E124", f"{where}.shape: axis {name} has size {sizes[name]} in another input, here {n}")
+        return None
+    if math.prod(sizes.values()) > limits.MAX_FIXED_ELEMENTS:
+        # the generated tests and verify's random cases hold every fixed axis at once
+        r.err(item, "E104", f"{where}.shape: the axes of a fixed size ({', '.join(f'{a}={k}' for a, k in sizes.items())}) "
+              f"multiply to more than the limit 'fixed_elements' ({limits.MAX_FIXED_ELEMENTS})")
         return None
     return name, n
 
