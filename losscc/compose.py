@@ -176,7 +176,8 @@ class SpecCalls:
                 if p.kind == "int" and e.is_Number and not e.is_integer:
                     raise Fail(a, "E262", f"{spec.name}: param '{name}' needs an integer")
                 if e.is_Number and not p.admits(float(e)):
-                    raise Fail(a, "E262", f"{spec.name}: param '{name}' = {e} is outside its bounds")
+                    raise Fail(a, "E262", f"{spec.name}: param '{name}' = {e} is outside its bounds "
+                                             f"({' and '.join(p.bound_words())})")
         return values, reduction
 
     def _unify(self, node, prog, values):

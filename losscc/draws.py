@@ -111,7 +111,8 @@ def extreme_cases(spec: Spec, seed: int = 0) -> list[CaseData]:
 
     Per float input with an unbounded domain: entries of magnitude 1e2, 1e4 and 1e18 (the
     others stay ordinary); probabilities exactly 0 and 1 where the domain is closed there;
-    tiny (1e-30) and huge (1e30) values where the domain is (0, inf) or [0, inf); entries of
+    values 1e-30 or 1e-7 relative inside the ends of an interval open at either end; tiny
+    (1e-30) and huge (1e30) values where the domain is (0, inf) or [0, inf); entries of
     1e-4 where it is unbounded (float32 holds them and their squares, but 1 + x**2 is 1).  Per
     pair of same-shaped real inputs a, b: equal (difference exactly 0), one ulp apart, and
     differences of 1e-8, 1e-4 and 1e-20 (b = a + 1e-8 on entries of size 1; a = +-1e-4 or
@@ -163,6 +164,11 @@ def _input_extremes(inp: Input, v: np.ndarray, seed: int) -> list[tuple[str, dic
             out.append((f"{inp.name}_{s:.0e}", {inp.name: big}))
     if isinstance(d.lo, float) and d.lo_closed and isinstance(d.hi, float) and d.hi_closed:
         out.append((f"{inp.name}_ends", {inp.name: np.where(rng.random(v.shape) < 0.5, d.lo, d.hi)}))
+    if isinstance(d.lo, float) and isinstance(d.hi, float) and not (d.lo_closed and d.hi_closed):
+        # an open end: as close to it as float32 tells apart (p = 1 - 1e-7 makes 1 - p cancel)
+        near_lo = d.lo + (1e-30 if d.lo == 0 else 1e-7 * max(1.0, abs(d.lo)))
+        near_hi = d.hi - (1e-30 if d.hi == 0 else 1e-7 * max(1.0, abs(d.hi)))
+        out.append((f"{inp.name}_near_ends", {inp.name: np.where(rng.random(v.shape) < 0.5, near_lo, near_hi)}))
     if d.lo == 0.0 and d.hi is None:
         out.append((f"{inp.name}_tiny", {inp.name: np.full(v.shape, 1e-30)}))
         out.append((f"{inp.name}_huge", {inp.name: np.full(v.shape, 1e30)}))

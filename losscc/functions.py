@@ -243,6 +243,15 @@ FUNCTIONS: tuple[Function, ...] = (
              "its k largest values would need a new tensor axis of size k; use max(..., axis=C) "
              "for k = 1 or argmax(stop_gradient(x), axis=C) for the index", nargs=None, gradient=False,
              section="refused"),
+    *(Function(name, f"{name}(x)", "refused",
+               "its derivative is infinite at -1 and 1, where the cosines of normalised vectors end up; "
+               "write the angle's cosine and sine instead (cos(2t) = 2c**2 - 1, sin(t) = sqrt(1 - c**2)), "
+               "as arcface does", nargs=None, gradient=False, section="refused") for name in ("acos", "asin")),
+    *(Function(name, f"{name}(x, axis=K)", "refused",
+               "the language has no cumulative operations along an axis; a cumulative sum over K is "
+               "sum(rename(x, K=J) * T, axis=J) with T an input of shape [J, K] holding 1 where j <= k "
+               "(Wasserstein-1 between histograms)", nargs=None, gradient=False,
+               section="refused") for name in ("cumsum", "cumprod")),
 )
 
 

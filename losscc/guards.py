@@ -140,6 +140,8 @@ BRANCH_GUARDS = Bundle("branch-guards", (
 def _eps_target(e):
     if isinstance(e, sp.log):
         return e.args[0]
+    if isinstance(e, ir.log1p):  # log(1 - p) after the log1p rewrite: its log's argument
+        return 1 + e.args[0]
     if isinstance(e, sp.Pow) and e.args[1].is_Number and e.args[1].is_negative:
         return e.args[0]
     return None
@@ -153,11 +155,14 @@ def _eps_guard(e, ctx):
     a = _eps_target(e)
     if a is None or not _can_reach_zero(a, ctx.ranges):
         return None
+    if isinstance(e, ir.log1p):  # log1p(max(u, eps - 1)) = log(max(1 + u, eps))
+        return ir.log1p(sp.Max(e.args[0], sp.Float(ctx.eps) - 1))
     return e.func(sp.Max(a, sp.Float(ctx.eps)), *e.args[1:])
 
 
 EPS_GUARDS = Bundle("eps-guards", (
-    Rule("eps-guard", "log(a) and a**-k with a >= 0 not proved > 0: a is clamped to max(a, eps)", _eps_guard),
+    Rule("eps-guard", "log(a), log1p(u) and a**-k with a (1 + u) >= 0 not proved > 0: a is clamped to max(a, eps)",
+         _eps_guard),
 ), when=lambda ctx: bool(ctx.eps))
 
 

@@ -84,6 +84,21 @@ def _symbol_facts(spec) -> dict[str, Facts]:
     return out
 
 
+def _symbol_bounds(spec) -> dict[str, tuple[float | None, float | None]]:
+    """(lower, upper) bounds of the float inputs (their domains) and parameters (min/max)."""
+    out: dict = {}
+    for i in spec.inputs:
+        d = i.domain
+        if d.is_set:
+            out[i.name] = (min(d.values), max(d.values))
+        else:
+            out[i.name] = tuple(v if isinstance(v, float) else None for v in (d.lo, d.hi))
+    for p in spec.params:
+        if p.kind != "bool":
+            out[p.name] = (p.min, p.max)
+    return out
+
+
 class Ranges:
     """Range facts of the IR values of one program (memoised; the program is not changed)."""
 
@@ -92,6 +107,7 @@ class Ranges:
     def __init__(self, prog):
         self.prog = prog
         self._symbols = _symbol_facts(prog.spec) if prog is not None else {}
+        self._bounds = _symbol_bounds(prog.spec) if prog is not None else {}
         self._memo: dict = {}
 
     def of(self, e: sp.Basic) -> Facts:
@@ -144,7 +160,27 @@ class Ranges:
     def _range_Add(self, e):
         parts = [self.of(a) for a in e.args]
         nonneg = all(p.nonneg for p in parts)
+        if not nonneg:  # a number less the inputs it bounds: 1 - p with p in [0, 1]
+            lo = self._linear_bound(e, -1)
+            if lo is not None and lo >= 0:
+                return facts(lo > 0, True, all(p.bounded for p in parts))
         return facts(nonneg and any(p.positive for p in parts), nonneg, all(p.bounded for p in parts))
+
+    def _linear_bound(self, e, side: int) -> float | None:
+        """A lower (`side` -1) or upper (+1) bound of `e` where it is a sum of numbers and
+        numbers times inputs or parameters with declared bounds; None otherwise."""
+        if e.is_Number:
+            return float(e) if e.is_finite else None
+        if isinstance(e, sp.Symbol):
+            return self._bounds.get(e.name, (None, None))[side > 0]
+        if isinstance(e, sp.Mul) and len(e.args) == 2 and e.args[0].is_Number and e.args[0].is_finite:
+            c = float(e.args[0])
+            b = self._linear_bound(e.args[1], side if c > 0 else -side)
+            return None if b is None else c * b
+        if isinstance(e, sp.Add):
+            bs = [self._linear_bound(a, side) for a in e.args]
+            return None if None in bs else sum(bs)
+        return None
 
     def _range_Mul(self, e):
         parts = [self.of(a) for a in e.args]

@@ -167,15 +167,35 @@ def near_mask(a, b, tol: float) -> np.ndarray | None:
     return m if m.any() else None
 
 
-def near_elements(masks: list, layout: Layout, whole: tuple, loss_shape: tuple, loss_axes) -> np.ndarray:
-    """The loss elements (flat, in the order of the 'none' value) that any of `masks` (in the
-    canonical layout) feeds: each reduced over the axes the loss does not keep."""
-    keep = {d for a in loss_axes for d in layout.dims[a]}
-    out = np.zeros(loss_shape, dtype=bool)
-    for m in masks:
-        out |= np.any(np.broadcast_to(m, whole), axis=tuple(d for d in range(len(whole)) if d not in keep),
-                      keepdims=True)
-    return np.asarray(layout.squeeze(out, loss_axes), dtype=bool).reshape(-1)
+def any_of(masks: list):
+    """The union of bool masks (broadcast together), None for none; masks of shapes that do
+    not broadcast give every position (a relation under a reduction in a condition)."""
+    if not masks:
+        return None
+    try:
+        return np.logical_or.reduce(np.broadcast_arrays(*masks))
+    except ValueError:
+        return np.bool_(True)
+
+
+_SLOPE_RTOL = mpmath.mpf(10) ** -6  # sides whose slopes agree this closely select the same gradient
+
+
+def slopes_differ(mask, up: tuple, down: tuple, h) -> bool:
+    """Whether the two sides of a selection change differently, somewhere in `mask`, between
+    the runs `up` and `down` ((side a, side b) each, an entry moved by +h and -h): there the
+    choice a dtype's rounding makes decides the entry's gradient."""
+    (a1, b1), (a0, b0) = up, down
+    da = (np.asarray(a1, dtype=object) - np.asarray(a0, dtype=object)) / (2 * h)
+    db = (np.asarray(b1, dtype=object) - np.asarray(b0, dtype=object)) / (2 * h)
+    try:
+        m, da, db = np.broadcast_arrays(np.asarray(mask, dtype=bool), da, db)
+    except ValueError:
+        m, (da, db) = None, (np.asarray(v).reshape(-1) for v in np.broadcast_arrays(da, db))
+    for u, v in (zip(da[m], db[m]) if m is not None else zip(da, db)):
+        if not (mpmath.isfinite(u) and mpmath.isfinite(v)) or abs(u - v) > _SLOPE_RTOL * max(abs(u), abs(v)):
+            return True
+    return False
 
 
 def mp_real(v):

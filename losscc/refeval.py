@@ -17,13 +17,13 @@ from . import functions, ir
 from .parse import Program
 from .refarrays import (
     Layout,
+    any_of,
     first_max,
     first_min,
     ieee_divide,
     infer_sizes,
     mp_pow,
     mp_sqrt,
-    near_elements,
     near_mask,
     place,
     select,
@@ -74,8 +74,9 @@ class Evaluator:
         self.raw = dict(inputs)
         self.learnable = {k: to_mp(np.asarray(v, dtype=float)) for k, v in learnable.items()}
         self.frozen: dict = {}
-        # near ties (refarrays.near_mask) at the unperturbed point, and the loss elements they feed
-        self.near_tol, self._near, self.near_elements = 0.0, [], None
+        # near ties (refarrays.near_mask) at the unperturbed point: selection -> positions,
+        # relation -> positions; and each watched selection's two sides in the last run
+        self.near_tol, self.watch, self._rel_near, self.sides = 0.0, {}, {}, {}
 
     def env(self, inputs: dict) -> dict:
         prog, spec = self.prog, self.prog.spec
@@ -118,13 +119,11 @@ class Evaluator:
             memo: dict = {}
             self._freeze = freeze
             if not freeze:
-                self._near = []
+                self.watch, self._rel_near = {}, {}
+            self.sides = {}
             loss = self.ev(self.prog.loss, env, memo)
             loss_t = self.prog.typeof(self.prog.loss)
             loss = np.broadcast_to(np.asarray(loss, dtype=object), self._full(loss_t.axes))
-            if not freeze:
-                self.near_elements = near_elements(self._near, self.layout, self._full(self.prog.axes),
-                                                   self._full(loss_t.axes), loss_t.axes) if self._near else None
             if valid is not None:
                 valid = np.broadcast_to(valid, loss.shape)
                 loss = np.where(valid, loss, mpmath.mpf(0))
@@ -150,11 +149,17 @@ class Evaluator:
         finally:
             self.learnable = saved
 
-    def _note_near(self, a, b) -> None:
-        """Remember where the sides of a selection are a near tie (refarrays.near_mask)."""
-        m = near_mask(a, b, self.near_tol)
-        if m is not None:
-            self._near.append(m)
+    def _sides(self, key, a, b, cond=None) -> None:
+        """Watch selection `key` between `a` and `b` where they are a near tie at the
+        unperturbed point (or where the relations of condition `cond` are); remember both
+        sides in every run, for the differences to compare their slopes."""
+        if not self._freeze:
+            m = near_mask(a, b, self.near_tol) if cond is None else any_of(
+                [self._rel_near[r] for r in sp.preorder_traversal(cond) if r in self._rel_near])
+            if m is not None:
+                self.watch[key] = m
+        if key in self.watch:
+            self.sides[key] = (a, b)
 
     def _full(self, axes):
         shape = [1] * self.layout.rank
@@ -233,26 +238,22 @@ class Evaluator:
                 out = val
                 continue
             c = ev(pair.cond)
+            self._sides((e, pair), val, out, pair.cond)
             out = np.where(np.asarray(c, dtype=bool), val, out) if isinstance(c, np.ndarray) else (val if c else out)
         return out
 
     def _eval_Where(self, e, ev):
         c, a, b = (ev(x) for x in e.args)
+        self._sides(e, a, b, e.args[0])
         return np.where(np.asarray(c, dtype=bool), a, b) if isinstance(c, np.ndarray) else (a if c else b)
 
     _eval_ITE = _eval_Where
 
     def _eval_And(self, e, ev):
-        out = ev(e.args[0])
-        for a in e.args[1:]:
-            out = np.logical_and(out, ev(a))
-        return out
+        return functools.reduce(np.logical_and, [ev(a) for a in e.args])
 
     def _eval_Or(self, e, ev):
-        out = ev(e.args[0])
-        for a in e.args[1:]:
-            out = np.logical_or(out, ev(a))
-        return out
+        return functools.reduce(np.logical_or, [ev(a) for a in e.args])
 
     def _eval_Not(self, e, ev):
         return np.logical_not(ev(e.args[0]))
@@ -287,7 +288,9 @@ class Evaluator:
 
     def _eval_Clip(self, e, ev):
         x, lo, hi = (ev(a) for a in e.args)
-        below, above = self._fixed(e, lambda: (self._note_near(x, lo), self._note_near(x, hi), x < lo, x > hi)[2:])
+        self._sides((e, "lo"), x, lo)
+        self._sides((e, "hi"), x, hi)
+        below, above = self._fixed(e, lambda: (x < lo, x > hi))
         return select(below, lo, select(above, hi, x))
 
     def _eval_MinMaxBase(self, e, ev):
@@ -299,7 +302,8 @@ class Evaluator:
         out = ev(args[0])
         for k, a in enumerate(args[1:]):
             v = ev(a)
-            order = self._fixed((e, k), lambda u=out, w=v: self._note_near(u, w) or bigger(u, w))
+            self._sides((e, k), out, v)
+            order = self._fixed((e, k), lambda u=out, w=v: bigger(u, w))
             tie = out if self._is_bound(a) else (out + v) / 2
             out = select(order > 0, out, select(order < 0, v, tie))
         return out
@@ -311,7 +315,9 @@ class Evaluator:
 
     def _relation(self, e, ev):
         a, b = ev(e.args[0]), ev(e.args[1])
-        self._note_near(a, b)
+        m = near_mask(a, b, self.near_tol)
+        if m is not None:
+            self._rel_near[e] = m
         f = _RELATIONS[type(e)]
         return np.asarray(np.frompyfunc(f, 2, 1)(a, b)).astype(bool) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else bool(f(a, b))
 

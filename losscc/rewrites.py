@@ -330,6 +330,23 @@ def _one_minus_cosine(e, ctx):
     return ir.Where(sp.StrictGreaterThan(cos, sp.Rational(1, 2)), near, far)
 
 
+def _into_static_select(e, ctx):
+    """f(select(flag, a, b)) -> select(flag, f(a), f(b)) for log and gathering, on a select of
+    boolean hyperparameters (only the branch picked runs), where a rule then fires in a
+    branch: Keras's `from_logits` is log(where(flag, softmax(x), clip(x, eps, 1))[y], whose
+    logits branch becomes log_softmax(x)[y]."""
+    if not isinstance(e, (sp.log, ir.Gather)) or not isinstance(e.args[0], sp.Piecewise):
+        return None
+    sel = e.args[0]
+    conds = [p.cond for p in sel.args]
+    if conds[0] is sp.true or not all(c is sp.true or ir.on_flags(c, ctx.prog) for c in conds):
+        return None
+    branches = [e.func(p.expr, *e.args[1:]) for p in sel.args]
+    if any(r.apply(b, ctx) is not None for b in branches for r in STABILITY if r.apply is not _into_static_select):
+        return ir.piecewise(*[(b, p.cond) for b, p in zip(branches, sel.args)])
+    return None
+
+
 STABILITY = (
     Rule("softmax-as-exp-log-softmax", "softmax(x) = exp(log_softmax(x)), so log and 1 - p stay accurate",
             _softmax_as_exp),
@@ -365,6 +382,8 @@ STABILITY = (
             "exactly, does not (taken where n / d > 1/2)", one_minus_ratio),
     Rule("relative-difference", "(k T + R) / |T| (or / T, / max(|T|, c)) differentiates in T into two terms "
             "of 1 / |T| that cancel where |R| << |T|; k + R / T there does not", relative_difference),
+    Rule("into-static-select", "log and gathering of select(flag, a, b) on a boolean hyperparameter go into "
+            "its branches, where a rule then fires in one", _into_static_select),
     Rule("sum-into-static-select", "rest + select(flag, a, b) on a boolean hyperparameter is "
             "select(flag, rest + a, rest + b), where a pair of terms then cancels in a branch",
             sum_into_static_select),

@@ -388,6 +388,23 @@ def test_sum_into_static_select_is_an_identity_for_each_flag():
     assert RULES["sum-into-static-select"].apply(unrelated, ctx) is None
 
 
+def test_into_static_select_is_an_identity_for_each_flag():
+    """f(select(flag, a, b)) = select(flag, f(a), f(b)) for log and gathering, taken only where a
+    rule then fires in a branch; a select on a tensor condition is left alone."""
+    ctx = context(build_program(make_spec(MAT, "loss = x", "params:\n  flag: {default: false}\n")))
+    flag = sp.Symbol("flag")
+    for before in (sp.log(sp.Piecewise((sp.exp(X), flag), (X**2 + 1, True))),
+                   ir.Gather(sp.Piecewise((sp.exp(X), flag), (X, True)), LABEL, AXIS)):
+        after = RULES["into-static-select"].apply(before, ctx)
+        assert isinstance(after, sp.Piecewise)
+        sel = before.args[0]
+        for k in (0, 1):  # the branch the flag picks, with f applied
+            assert after.args[k].cond == sel.args[k].cond
+            assert after.args[k].expr == before.func(sel.args[k].expr, *before.args[1:])
+    assert RULES["into-static-select"].apply(sp.log(sp.Piecewise((sp.exp(X), X > 0), (X**2 + 1, True))), ctx) is None
+    assert RULES["into-static-select"].apply(sp.log(sp.Piecewise((X, flag), (sp.sin(X), True))), ctx) is None
+
+
 def test_one_minus_cosine_is_an_identity_in_both_branches():
     """Both sides of the select equal 1 - cos for any vectors and eps > 0 (the near side:
     |x/sqrt(A) - y/sqrt(B)|^2 / 2 + eps / 2A + eps / 2B with A = |x|^2 + eps)."""
@@ -530,7 +547,7 @@ def test_one_minus_cosine_refuses_what_is_not_a_cosine():
 def test_every_rule_has_a_symbolic_proof():
     assert set(ELEMENTWISE_TRIGGERS) | set(SIGNED_TRIGGERS) | set(SIDED_TRIGGERS) | set(TENSOR_TRIGGERS) \
         | set(BRANCHED_TRIGGERS) | {"one-minus-cosine", "one-minus-clip", "softplus-pair", "relative-difference",
-                                   "difference-of-norms", "sum-into-static-select",
+                                   "difference-of-norms", "sum-into-static-select", "into-static-select",
                                    "power-minus-constant"} == set(RULES)
 
 
@@ -785,6 +802,8 @@ NUMERIC_TRIGGERS = {
                             "loss = (t**2 + 2 * x * t) / abs(x * t)"],
     "difference-of-norms": ["loss = sqrt(sum((x - t)**2, axis=C)) - sqrt(sum((x + t**2)**2, axis=C))",
                             "loss = max(norm(x - t + 1e-6, axis=C) - norm(x - 2 * t + 1e-6, axis=C) + 1, 0)"],
+    "into-static-select": ["loss = -log(where(flag, softmax(x, axis=C), clip(t, 1e-7, 1))[y])",
+                           "loss = log(where(flag, exp(x), 1 + t**2))"],
     "sum-into-static-select": ["loss = norm(x - t, axis=C) - where(flag, norm(t, axis=C), norm(x + t, axis=C))",
                                "loss = 2 + where(flag, -norm(x + 1, axis=C), norm(x - t, axis=C)) * 3 "
                                "- 3 * norm(x, axis=C)"],
@@ -829,8 +848,8 @@ def test_fired_records_are_pairs_of_equal_values():
     prog = build_program(spec)
     fired = []
     optimize(prog.loss, fired=fired)
-    # sum-into-static-select reads the program's boolean parameters, which optimize() has not
-    assert {f.rule for f in fired} == set(RULES) - {"sum-into-static-select"}
+    # the static-select rules read the program's boolean parameters, which optimize() has not
+    assert {f.rule for f in fired} == set(RULES) - {"sum-into-static-select", "into-static-select"}
     for f in fired:
         a = evaluate(prog, f.before, MAT_INPUTS)
         b = evaluate(prog, f.after, MAT_INPUTS)

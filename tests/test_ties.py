@@ -160,3 +160,49 @@ def test_verify_passes_a_correct_loss_at_a_rounding_tie(backend, tmp_path):
     rows = verify.verify_spec(spec, {backend: mod}, {backend: verify.runner(backend)}, ("float64", "float32"),
                               ("eager",), [case])
     assert all(r.ok for r in rows), [r.failures[:2] for r in rows]
+
+
+def _kinks(formula: str, inputs: dict, dtype: str) -> dict:
+    names = "".join(f"  {n}: {{dtype: float, shape: [N]}}\n" for n in inputs)
+    prog = build_program(spec_from_text(f"name: t\nsummary: s.\ninputs:\n{names}formula: |\n  loss = {formula}\n", "<t>"))
+    case = verify.CaseData("near", "test", {k: np.array(v) for k, v in inputs.items()}, {}, from_reference=True)
+    return {k: list(v) for k, v in verify.expectations(prog, case, dtype)[2].items()}
+
+
+def test_an_entry_that_feeds_only_the_side_not_taken_is_a_kink_at_a_near_tie():
+    """min(1 + 1e-12 x, 1 + y) at x = -1, y = 0: float32 rounds both sides to 1, a backend
+    gives each side half, the reference takes x's side.  Moving y does not move the frozen
+    loss, so y was compared (expected 0, got 0.5); both sides' slopes differ in y."""
+    kinks = _kinks("min(1 + 1e-12 * x, 1 + y)", {"x": [1.0, -1.0, 3.0], "y": [0.0, 0.0, -1.0]}, "float32")
+    assert kinks == {"x": [True, True, False], "y": [True, True, False]}
+    assert _kinks("min(1 + 1e-12 * x, 1 + y)", {"x": [-1.0], "y": [0.0]}, "float64") == {"x": [False], "y": [False]}
+
+
+def test_a_near_tie_of_sides_with_equal_slopes_is_not_a_kink():
+    """max(s, s * 1.000000000000001) is a near tie at every element: it made every entry a
+    kink, and a wrong gradient of the rest of the loss (sin off by 0.05) passed.  Both sides
+    move alike, so whichever the dtype picks, the gradient is the same: no kink."""
+    assert _kinks("max(x, x * 1.000000000000001) + sin(x)", {"x": [0.3, -2.0, 5.0]}, "float64") == \
+        {"x": [False, False, False]}
+
+
+def test_a_condition_at_a_near_tie_makes_a_kink_of_the_entries_whose_branches_differ():
+    """where(x > 1 + 1e-12 y, x**2, x) at x = 1 + 2e-12, y = 1: float32 cannot tell the sides
+    apart.  The branches' slopes in x differ (2x against 1): x is a kink; in y both are 0."""
+    kinks = _kinks("where(x > 1 + 1e-12 * y, x**2, x)", {"x": [1.000000000002, 3.0], "y": [1.0, 1.0]}, "float32")
+    assert kinks == {"x": [True, False], "y": [False, False]}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_verify_applies_float32_near_ties_to_a_hand_case_float32_holds(backend, tmp_path):
+    """A hand case whose inputs float32 holds exactly used its float64 expectations, kinks
+    included, in the float32 rows: the near tie of min(1 + 1e-12 x, 1 + y) failed there."""
+    spec = spec_from_text("name: tmin\nsummary: s.\ninputs:\n  x: {dtype: float, shape: [N]}\n"
+                          "  y: {dtype: float, shape: [N]}\nformula: |\n  loss = min(1 + 1e-12 * x, 1 + y)\n", "<t>")
+    path = tmp_path / f"tmin_{backend}.py"
+    path.write_text(compile_spec(spec, get(backend)))
+    mod = verify.load_module(path, f"tmin_tie_{backend}")
+    case = verify.CaseData("hand", "test", {"x": np.array([1.0, -1.0]), "y": np.array([0.0, 0.0])}, {},
+                           expected={"none": np.array([1.0, 0.999999999999])})
+    rows = verify.verify_spec(spec, {backend: mod}, {backend: verify.runner(backend)}, ("float32",), ("eager",), [case])
+    assert rows and all(r.ok for r in rows), [r.failures[:2] for r in rows]
