@@ -301,12 +301,29 @@ def build_docs(specs: list[Spec], root: Path, full: bool = True, frameworks: boo
     return docs
 
 
+_ENTRIES_READ = 100_000  # entries of one docs folder looked at, at most
+
+
 def _existing(out: Path) -> set[str]:
+    """Every entry of the pages' folder and its data and img folders (a folder other than
+    those two as ``name/``): the folder is the writer's, so a file of any other name or
+    type is foreign (an ``.html`` or ``.svg`` a site generator would publish)."""
     found = set()
-    for sub, ext in (("", ".md"), ("data", ".json"), ("img", ".png")):
+    for sub in ("", "data", "img"):
         d = out / sub if sub else out
-        if d.is_dir() and not d.is_symlink():
-            found |= {f"{sub}/{p.name}" if sub else p.name for p in d.iterdir() if p.name.endswith(ext)}
+        if not d.is_dir() or d.is_symlink():
+            continue
+        with os.scandir(d) as it:
+            for k, e in enumerate(it):
+                if k >= _ENTRIES_READ:  # fail closed: what was not read is reported as one entry
+                    found.add(f"{sub}/..." if sub else "...")
+                    break
+                name = f"{sub}/{e.name}" if sub else e.name
+                if e.is_dir(follow_symlinks=False):
+                    if sub or e.name not in ("data", "img"):
+                        found.add(name + "/")
+                else:
+                    found.add(name)
     return found
 
 
@@ -349,7 +366,8 @@ def write_docs(docs: Docs, out: Path) -> list[str]:
         d.mkdir(parents=True, exist_ok=True)
     for rel, why in changes:
         if why == "not written by losscc docs":
-            (out / rel).unlink()
+            if not rel.endswith(("/", "...")):  # a foreign folder stays, and is reported
+                (out / rel).unlink()
         elif rel in docs.texts:
             _atomic(out / rel, docs.texts[rel].encode("utf-8"))
     for rel, blob in pngs.items():

@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import time
 from pathlib import Path
 
 import mpmath
@@ -24,7 +25,7 @@ from . import limits
 from .casefile import reference_cases
 from .cases import random_cases, spec_cases
 from .parse import build_program
-from .reference import _H, Evaluator, digits_for, reference_work, to_mp
+from .reference import _H, Evaluator, ReferenceCost, digits_for, reference_work, to_mp
 from .spec import Spec
 
 POINTS = 41          # samples of the swept input
@@ -86,12 +87,16 @@ def plot_data(spec: Spec, root: Path, builtin=None) -> dict | None:
     case, inp, xs = got
     base = np.asarray(case.inputs[inp.name], dtype=float)
     loss, grad = [], []
+    deadline = time.monotonic() + limits.MAX_REFERENCE_SECONDS  # the whole plot's, not each point's
     for x in xs:
         cur = dict(case.inputs)
         arr = base.copy()
         arr.reshape(-1)[0] = x
         cur[inp.name] = arr.reshape(base.shape)
-        value, slope = _value_and_slope(prog, cur, dict(case.params), dict(case.learnable), inp.name)
+        try:
+            value, slope = _value_and_slope(prog, cur, dict(case.params), dict(case.learnable), inp.name, deadline)
+        except ReferenceCost:
+            return None
         loss.append(_num(value))
         grad.append(_num(slope))
     where = f"{inp.name}[{', '.join(['0'] * base.ndim)}]" if base.ndim else inp.name
@@ -126,13 +131,15 @@ def _sweep(spec: Spec, prog, cases: list) -> tuple | None:
     return case, inp, np.linspace(a, b, POINTS)
 
 
-def _value_and_slope(prog, inputs: dict, params: dict, learnable: dict, name: str) -> tuple[float, float]:
+def _value_and_slope(prog, inputs: dict, params: dict, learnable: dict, name: str,
+                     deadline: float) -> tuple[float, float]:
     """The summed loss and its derivative in the first element of `name`: the reference
     evaluator's value and central difference (losscc.reference, the same step and
     precision), for that one element only."""
     dps = min(digits_for(inputs, learnable), limits.MAX_REFERENCE_DPS)
     with mpmath.workdps(dps):
         ev = Evaluator(prog, inputs, params, learnable)
+        ev.deadline = deadline
         value = ev.run()["sum"]
         src = to_mp(np.asarray(inputs[name], dtype=float))
         flat = src.reshape(-1)

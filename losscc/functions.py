@@ -92,12 +92,30 @@ def mp_log1p(x):
     return mp_log(1 + x) if x <= -1 else mpmath.log1p(x)
 
 
+# beyond every float's range: exp, its relatives and the periodic functions cost time in the
+# digits of such an argument (sin(exp(exp(exp(20)))) computed pi to 10**8 digits), and a
+# float argument there is infinite, so they take the value at the infinity
+HUGE = mpmath.mpf(2) ** 1100
+
+
+def mp_exp(x):
+    return mpmath.exp(x) if not abs(x) > HUGE else (mpmath.inf if x > 0 else mpmath.mpf(0))
+
+
+def _capped(f, big):
+    """f, with the value at +-infinity (`big(sign)`) beyond HUGE."""
+    return lambda x: f(x) if not abs(x) > HUGE else big(1 if x > 0 else -1)
+
+
+_NAN = mpmath.mpf("nan")
+
+
 def mp_sigmoid(x):
-    return 1 / (1 + mpmath.exp(-x))
+    return 1 / (1 + mp_exp(-x))
 
 
 def mp_softplus(x):
-    return mpmath.log1p(mpmath.exp(x)) if x < 0 else x + mpmath.log1p(mpmath.exp(-x))
+    return mpmath.log1p(mp_exp(x)) if x < 0 else x + mpmath.log1p(mp_exp(-x))
 
 
 def _mp_round(v):  # half to even, as both frameworks' round
@@ -152,10 +170,10 @@ _NONNEG = Range(nonneg="yes")
 _ARG = Range(positive="arg", nonneg="arg", bounded="arg")
 
 FUNCTIONS: tuple[Function, ...] = (
-    _unary("exp", sp.exp, mpmath.exp, "e to the power x", range_=_NONNEG),
+    _unary("exp", sp.exp, mp_exp, "e to the power x", range_=_NONNEG),
     _unary("log", sp.log, mp_log, "natural logarithm (-inf at 0, nan below)", singular=0),
     _unary("log1p", ir.log1p, mp_log1p, "log(1 + x), accurate near 0", singular=-1),
-    _unary("expm1", ir.expm1, mpmath.expm1, "exp(x) - 1, accurate near 0"),
+    _unary("expm1", ir.expm1, _capped(mpmath.expm1, lambda s: mpmath.inf if s > 0 else -1), "exp(x) - 1, accurate near 0"),
     _sugar("sqrt", "sqrt(x)", "elementwise", "square root (its gradient at 0 is guarded to 0)",
            sp.sqrt, "x**(1/2)", ops=("sqrt", "rsqrt")),
     _unary("abs", sp.Abs, METHOD, "absolute value; abs'(0) = 0", build=ir.real_abs,
@@ -165,12 +183,12 @@ FUNCTIONS: tuple[Function, ...] = (
     _sugar("log_sigmoid", "log_sigmoid(x)", "elementwise", "log(sigmoid(x)), finite for any x",
            lambda x: -ir.softplus(-x), "-softplus(-x)"),
     _unary("tanh", sp.tanh, mpmath.tanh, "hyperbolic tangent", range_=Range(bounded="yes")),
-    _unary("cosh", sp.cosh, mpmath.cosh, "hyperbolic cosine"),
+    _unary("cosh", sp.cosh, _capped(mpmath.cosh, lambda s: mpmath.inf), "hyperbolic cosine"),
     _unary("erf", sp.erf, mpmath.erf, "error function, 2 / sqrt(pi) * integral of exp(-t**2) from 0 to x",
            range_=Range(bounded="yes")),
-    _unary("cos", sp.cos, mpmath.cos, "cosine (x in radians)", range_=Range(bounded="yes")),
-    _unary("sin", sp.sin, mpmath.sin, "sine (x in radians)", range_=Range(bounded="yes")),
-    _sugar("relu", "relu(x)", "elementwise", "max(x, 0) with relu'(0) = 0", _relu, "where(x > 0, x, 0)"),
+    _unary("cos", sp.cos, _capped(mpmath.cos, lambda s: _NAN), "cosine (x in radians)", range_=Range(bounded="yes")),
+    _unary("sin", sp.sin, _capped(mpmath.sin, lambda s: _NAN), "sine (x in radians)", range_=Range(bounded="yes")),
+    _sugar("relu", "relu(x)", "elementwise", "max(x, 0) with relu'(0) = 0; NaN gives 0 (the select, unlike torch)", _relu, "where(x > 0, x, 0)"),
     _sugar("square", "square(x)", "elementwise", "x times x", lambda x: x**2, "x**2"),
     Function("max", "max(a, b, ...)", "variadic", "largest argument; ties: see Gradients at ties and kinks",
              nargs=None, build=lambda *a: sp.Max(*a, evaluate=False), node=sp.Max, reference=METHOD,

@@ -16,6 +16,7 @@ import sympy as sp
 from . import functions, fusion, ir
 from .operands import ATOM, CMP, MUL, TERNARY, analyse
 from .shapes import canonical_shape, plain_shape, pos_expr
+from .ttype import TType
 
 _NUMBER = re.compile(r"-?(\d+\.?\d*(e[-+]?\d+)?|inf)")
 
@@ -319,9 +320,21 @@ class OperatorLowering:
         ax = e.args[-1].name
         pos = pos_expr(ax, self.prog, self.need)
         src_axes = self.typeof(x).axes
-        if ax not in src_axes:  # the same entry at every position (a constant along the axis)
+        tensors = {self.prog.symbols[i.name] for i in self.prog.spec.inputs} | {
+            self.prog.symbols[lr.name] for lr in self.prog.spec.learnable}
+        if ax not in src_axes or not x.free_symbols & tensors:
+            # the same entry at every position: a constant along the axis, or a number (a
+            # softmax of x - x folds to 1 / C, typed with the softmax's axes)
             axes = tuple(a for a in self.prog.axes if a in self.typeof(e).axes)
             shape = canonical_shape(axes, self.prog, self.need) or plain_shape(axes, self.prog, self.need)
+            if not x.free_symbols & tensors:
+                # a number (a Python one in some backends, which graph modes round to float32):
+                # ones of the dtype times it, lowered as any product with a tensor
+                ones = sp.Symbol(self.fresh("ones"))
+                self.memo[ones] = (self.materialize_code(self.op("full", shape=shape, value="1", dtype=self.dtype())),
+                                   ATOM)
+                self.prog.types[ones] = TType("float", axes)
+                return self.emit(ones * x)
             return self.call("broadcast_to", x=self.tensor_arg(x), shape=shape)
         index = self.value(e.args[1])
         if src_axes == (ax,):

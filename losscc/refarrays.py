@@ -12,8 +12,20 @@ from dataclasses import dataclass
 
 import mpmath
 import numpy as np
+import sympy as sp
 
+from .functions import HUGE
 from .parse import Program
+
+
+class ReferenceCost(ValueError):
+    """A case the reference evaluator would take too long on (the limits 'reference_work' and
+    'reference_seconds')."""
+
+
+RELATIONS = {sp.StrictLessThan: lambda x, y: x < y, sp.LessThan: lambda x, y: x <= y,
+             sp.StrictGreaterThan: lambda x, y: x > y, sp.GreaterThan: lambda x, y: x >= y,
+             sp.Equality: lambda x, y: x == y, sp.Unequality: lambda x, y: x != y}
 
 
 @dataclass
@@ -210,6 +222,8 @@ def mp_pow(a, b):
             return mpmath.mpf("inf")
         if a < 0 and not mpmath.isint(b):
             return mpmath.mpf("nan")
+        if abs(b) > HUGE and abs(a) != 1:  # as a float's infinite exponent: costs its digits otherwise
+            return mpmath.mpf("inf") if (abs(a) > 1) == (b > 0) else mpmath.mpf(0)
         return mp_real(mpmath.power(a, b))
     except (ValueError, ZeroDivisionError):
         return mpmath.mpf("nan")

@@ -29,7 +29,7 @@ from . import limits
 from .casecheck import reference_digits
 from .parse import Program
 from .refarrays import Layout, infer_sizes, place, slopes_differ, to_mp
-from .refeval import Evaluator
+from .refeval import Evaluator, ReferenceCost
 
 _place = place  # the name compare.py reads
 __all__ = ["DPS", "Evaluator", "Layout", "Reference", "digits_for", "gradient_condition", "infer_sizes", "reference",
@@ -51,8 +51,6 @@ def digits_for(inputs: dict, learnable: dict) -> int:
     return reference_digits(big)
 
 
-class ReferenceCost(ValueError):
-    """A case the reference evaluator would take too long on (the limit 'reference_work')."""
 
 
 def reference_work(prog: Program, inputs: dict, learnable: dict, runs: int, max_dps: int | None = None) -> int:
@@ -100,8 +98,8 @@ def _elements(prog: Program, inputs: dict) -> int:
 def check_work(prog: Program, inputs: dict, learnable: dict, runs: int, max_dps: int | None = None) -> None:
     work = reference_work(prog, inputs, learnable, runs, max_dps)
     if work > limits.MAX_REFERENCE_WORK:
-        raise ReferenceCost(f"the reference evaluator's work on it, {work:.3g} (elements of all its axes x "
-                            f"{runs} evaluations x digits**2 / 40), is above the limit 'reference_work' "
+        raise ReferenceCost(f"the reference evaluator's work on it, {work:.3g} (the additions of one evaluation, each "
+                            f"node at its own axes, x {runs} evaluations x digits**2 / 40), is above the limit 'reference_work' "
                             f"({limits.MAX_REFERENCE_WORK:.3g}); make the case smaller")
 
 
@@ -113,12 +111,15 @@ class Reference:
 
 
 def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None = None,
-              grad_of: list[str] | None = None, max_dps: int | None = None, near_tol: float = 0.0) -> Reference:
+              grad_of: list[str] | None = None, max_dps: int | None = None, near_tol: float = 0.0,
+              overflow: float | None = None) -> Reference:
     """Values of every reduction and gradients of the summed loss, at DPS digits (more for
     large inputs, at most `max_dps`: the extreme-input suite caps it and compares only
     where the result is finite).  `near_tol`: a gradient entry that feeds a selection whose
     sides differ by at most that much relative (but are not equal) is a kink: the dtype's
-    rounding may make it a tie, with its own convention, or swap the sides."""
+    rounding may make it a tie, with its own convention, or swap the sides.  `overflow`: an
+    entry that moves a per-element loss larger than that (infinite in the dtype) is a kink:
+    no computation in the dtype has its gradient there (exp(v) / 2 at exp(v) = 5e38)."""
     learnable = learnable or {}
     dps = min(digits_for(inputs, learnable), max_dps or limits.MAX_REFERENCE_DPS)
     names = grad_of if grad_of is not None else [
@@ -130,11 +131,13 @@ def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None 
         ev = Evaluator(prog, inputs, params, learnable)
         ev.near_tol = near_tol
         base = ev.run()
+        _drop_unfelt(ev, base["none"])
         with np.errstate(over="ignore", invalid="ignore"):  # beyond float64: inf; 0/0: nan
             values = {k: (np.array(v, dtype=object).astype(float) if isinstance(v, np.ndarray) else float(v))
                       for k, v in base.items()}
         grads, kinks = {}, {}
         diff = _Differences(ev, inputs, learnable, base["none"])
+        diff.overflow = overflow
         fine = []  # entries whose rounding noise is not far below their own size
         for name in names:
             src = np.asarray(learnable[name] if name in learnable else inputs[name], dtype=float)
@@ -152,6 +155,21 @@ def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None 
     return Reference(values, grads, kinks)
 
 
+def _drop_unfelt(ev: Evaluator, f0) -> None:
+    """Stop watching the near ties of a selection whose output the loss does not feel there
+    (`w * max(a, b)` at w = 0): which side the rounding picks cannot change any gradient, and
+    watching it would make every entry a kink (a wrong gradient elsewhere passed)."""
+    f0 = np.asarray(f0, dtype=object).reshape(-1)
+    for key in list(ev.watch):
+        ev.nudge = (key, mpmath.mpf(10) ** -(mpmath.mp.dps // 3))
+        try:
+            got = np.asarray(ev.run(freeze=True)["none"], dtype=object).reshape(-1)
+        finally:
+            ev.nudge = None
+        if all(a == b or (mpmath.isnan(a) and mpmath.isnan(b)) for a, b in zip(got, f0)):
+            del ev.watch[key]
+
+
 _RESOLVE = mpmath.mpf(10) ** -16  # relative resolution a gradient entry must reach (float64 rtol 2.3e-13)
 
 
@@ -166,12 +184,15 @@ def _refine(prog, inputs, params, learnable, grads, fine, dps) -> None:
     more = min(more, math.isqrt(limits.MAX_REFERENCE_WORK * 40 // max(1, runs)))  # the limit 'reference_work'
     if more <= dps:
         return
-    with mpmath.workdps(more):
-        diff = _Differences(Evaluator(prog, inputs, params, learnable), inputs, learnable)
-        for name, k, _ in fine:
-            d, kink, _ = diff.entry(name, k)
-            if not kink:
-                grads[name][k] = float(d)
+    try:
+        with mpmath.workdps(more):
+            diff = _Differences(Evaluator(prog, inputs, params, learnable), inputs, learnable)
+            for name, k, _ in fine:
+                d, kink, _ = diff.entry(name, k)
+                if not kink:
+                    grads[name][k] = float(d)
+    except ReferenceCost:  # past 'reference_seconds': the entries not refined keep their values
+        return
 
 
 def _changed(new: np.ndarray, old: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -204,6 +225,7 @@ class _Differences:
         # rounding noise of the differences: entries of size |f| resolve changes of |f| * 10^-dps
         self.noise = mpmath.fsum(abs(v) for v in self.f0 if mpmath.isfinite(v)) * mpmath.mpf(10) ** (-mpmath.mp.dps + 2)
         self.base = {}
+        self.overflow = None  # reference's `overflow`
 
     def entry(self, name: str, k: tuple):
         """(derivative, kink?, absolute resolution) of d(sum)/d name[k]."""
@@ -239,8 +261,10 @@ class _Differences:
         # dtype's rounding may pick either side there, and the side decides the gradient
         near = any(slopes_differ(m, sides[0][key], sides[1][key], h) for key, m in ev.watch.items()
                    if key in sides[0] and key in sides[1])
+        over = self.overflow is not None and any(
+            abs(f) > self.overflow and (u != 0 or v != 0) for f, u, v in zip(self.f0, up, down))
         kink = (abs(right - left) > mpmath.mpf(10) ** -6 * scale or res > mpmath.mpf(10) ** -8 * scale
-                or blind_up or blind_down or near)
+                or blind_up or blind_down or near or over)
         return d, bool(kink), res
 
 
@@ -250,6 +274,15 @@ CONDITION_WORK = 20 * limits.MAX_REFERENCE_WORK  # its work at most (the catalog
 
 def gradient_condition(prog: Program, inputs: dict, params: dict, learnable: dict | None, names: list[str],
                        probes: int = 4, max_dps: int | None = None) -> dict:
+    """_gradient_condition, or no allowance (zeros: the stricter check) past 'reference_seconds'."""
+    try:
+        return _gradient_condition(prog, inputs, params, learnable, names, probes, max_dps)
+    except ReferenceCost:
+        return {m: np.zeros(np.shape((learnable or {}).get(m, inputs.get(m)))) for m in names}
+
+
+def _gradient_condition(prog: Program, inputs: dict, params: dict, learnable: dict | None, names: list[str],
+                        probes: int = 4, max_dps: int | None = None) -> dict:
     """The gradient's own condition, per entry: C_i = sum_j |x_j * dg_i/dx_j| (g the gradient
     of the summed loss, j over every entry of the inputs and learnables in `names`).  A
     gradient computed in a dtype of precision eps from its exact inputs is at best as

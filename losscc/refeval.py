@@ -8,18 +8,19 @@ along the node class's MRO), in object arrays of ``mpmath.mpf`` (``losscc.refarr
 from __future__ import annotations
 
 import functools
+import time
 
 import mpmath
 import numpy as np
 import sympy as sp
 
-from . import functions, ir
+from . import functions, ir, limits
 from .parse import Program
 from .refarrays import (
+    RELATIONS,
     Layout,
+    ReferenceCost,
     any_of,
-    first_max,
-    first_min,
     ieee_divide,
     infer_sizes,
     mp_pow,
@@ -27,20 +28,17 @@ from .refarrays import (
     near_mask,
     place,
     select,
-    sum_axes,
     to_mp,
     total,
 )
+from .reftensor import TensorOps
 
 
 def _vec(f):
     return np.frompyfunc(f, 1, 1)
 
 
-@functools.cache
-def _elementwise(f):
-    """The vectorised mpmath function of an elementwise record."""
-    return _vec(f)
+_elementwise = functools.cache(_vec)  # the vectorised mpmath function of an elementwise record
 
 
 def _neg_sigmoid_arg(term):
@@ -53,16 +51,11 @@ def _neg_sigmoid_arg(term):
 
 _POW = np.frompyfunc(mp_pow, 2, 1)
 _SQRT = _vec(mp_sqrt)
-_EXP = _vec(mpmath.exp)
-_LOG = _vec(functions.mp_log)
 _SIGMOID = _vec(functions.mp_sigmoid)
 _SIGN = np.frompyfunc(lambda v: mpmath.mpf(mpmath.sign(v)), 1, 1)
-_RELATIONS = {sp.StrictLessThan: lambda x, y: x < y, sp.LessThan: lambda x, y: x <= y,
-              sp.StrictGreaterThan: lambda x, y: x > y, sp.GreaterThan: lambda x, y: x >= y,
-              sp.Equality: lambda x, y: x == y, sp.Unequality: lambda x, y: x != y}
 
 
-class Evaluator:
+class Evaluator(TensorOps):
     """Evaluate a Program's IR on one case; values are object arrays of mpf."""
 
     def __init__(self, prog: Program, inputs: dict, params: dict, learnable: dict):
@@ -74,9 +67,11 @@ class Evaluator:
         self.raw = dict(inputs)
         self.learnable = {k: to_mp(np.asarray(v, dtype=float)) for k, v in learnable.items()}
         self.frozen: dict = {}
+        # a backstop beside the work estimate (erf at hundreds of digits costs far more)
+        self.deadline = time.monotonic() + limits.MAX_REFERENCE_SECONDS
         # near ties (refarrays.near_mask) at the unperturbed point: selection -> positions,
         # relation -> positions; and each watched selection's two sides in the last run
-        self.near_tol, self.watch, self._rel_near, self.sides = 0.0, {}, {}, {}
+        self.near_tol, self.watch, self._rel_near, self.sides, self.nudge = 0.0, {}, {}, {}, None
 
     def env(self, inputs: dict) -> dict:
         prog, spec = self.prog, self.prog.spec
@@ -161,6 +156,14 @@ class Evaluator:
         if key in self.watch:
             self.sides[key] = (a, b)
 
+    def _out(self, key, out):
+        """A selection's output, moved where `nudge` (key, scale) names it: at its near ties,
+        by `scale` relative (reference.reference asks whether the loss feels it)."""
+        if self.nudge is None or self.nudge[0] != key:
+            return out
+        m = np.asarray(self.watch[key], dtype=bool)
+        return out + np.where(m, (np.abs(np.asarray(out, dtype=object)) + 1) * self.nudge[1], 0)
+
     def _full(self, axes):
         shape = [1] * self.layout.rank
         for a in axes:
@@ -175,6 +178,9 @@ class Evaluator:
             return got
         v = self._ev(e, env, memo)
         memo[e] = v
+        if time.monotonic() > self.deadline:
+            raise ReferenceCost(f"the reference evaluator ran past the limit 'reference_seconds' "
+                                f"({limits.MAX_REFERENCE_SECONDS} s) on it; make the case smaller")
         return v
 
     def _ev(self, e, env, memo):
@@ -240,12 +246,13 @@ class Evaluator:
             c = ev(pair.cond)
             self._sides((e, pair), val, out, pair.cond)
             out = np.where(np.asarray(c, dtype=bool), val, out) if isinstance(c, np.ndarray) else (val if c else out)
+            out = self._out((e, pair), out)
         return out
 
     def _eval_Where(self, e, ev):
         c, a, b = (ev(x) for x in e.args)
         self._sides(e, a, b, e.args[0])
-        return np.where(np.asarray(c, dtype=bool), a, b) if isinstance(c, np.ndarray) else (a if c else b)
+        return self._out(e, np.where(np.asarray(c, dtype=bool), a, b) if isinstance(c, np.ndarray) else (a if c else b))
 
     _eval_ITE = _eval_Where
 
@@ -291,7 +298,7 @@ class Evaluator:
         self._sides((e, "lo"), x, lo)
         self._sides((e, "hi"), x, hi)
         below, above = self._fixed(e, lambda: (x < lo, x > hi))
-        return select(below, lo, select(above, hi, x))
+        return self._out((e, "lo"), self._out((e, "hi"), select(below, lo, select(above, hi, x))))
 
     def _eval_MinMaxBase(self, e, ev):
         # max/min folded left, tensors first (as the lowering): a tie with a bound keeps the
@@ -305,7 +312,7 @@ class Evaluator:
             self._sides((e, k), out, v)
             order = self._fixed((e, k), lambda u=out, w=v: bigger(u, w))
             tie = out if self._is_bound(a) else (out + v) / 2
-            out = select(order > 0, out, select(order < 0, v, tie))
+            out = self._out((e, k), select(order > 0, out, select(order < 0, v, tie)))
         return out
 
     def _is_bound(self, a) -> bool:
@@ -318,131 +325,5 @@ class Evaluator:
         m = near_mask(a, b, self.near_tol)
         if m is not None:
             self._rel_near[e] = m
-        f = _RELATIONS[type(e)]
+        f = RELATIONS[type(e)]
         return np.asarray(np.frompyfunc(f, 2, 1)(a, b)).astype(bool) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else bool(f(a, b))
-
-    # ------------------------------------------------------- tensor operators
-    def _eval_Size(self, e, ev):
-        return mpmath.mpf(int(np.prod(self.sizes[e.args[0].name])))
-
-    def _eval_Item(self, e, ev):
-        return ev(e.args[0]).reshape(-1)[int(e.args[1])]
-
-    def _eval_Component(self, e, ev):
-        x = np.asarray(ev(e.args[0]), dtype=object)
-        (d,) = self.layout.dims[e.args[-1].name]
-        k = int(e.args[1]) if x.shape[d] > 1 else 0  # a value constant along the axis
-        return np.take(x, [k], axis=d)
-
-    def _eval_StopGradient(self, e, ev):
-        if self._freeze and e in self.frozen:
-            return self.frozen[e]
-        v = ev(e.args[0])
-        if not self._freeze:
-            self.frozen[e] = v
-        return v
-
-    def _eval_OneHot(self, e, ev):
-        L = self.layout
-        idx = ev(e.args[0])
-        ax = e.args[1].name
-        (d,) = L.dims[ax]
-        shape = [1] * L.rank
-        shape[d] = self.sizes[ax][0]
-        rng = np.arange(self.sizes[ax][0]).reshape(shape)
-        hit = np.asarray(idx, dtype=object) == rng
-        return np.where(hit, mpmath.mpf(1), mpmath.mpf(0)).astype(object)
-
-    def _eval_Index(self, e, ev):
-        ax = e.args[0].name
-        (d,) = self.layout.dims[ax]
-        shape = [1] * self.layout.rank
-        shape[d] = self.sizes[ax][0]
-        return np.array([mpmath.mpf(k) for k in range(shape[d])], dtype=object).reshape(shape)
-
-    def _eval_Rename(self, e, ev):
-        x = np.asarray(ev(e.args[0]), dtype=object)
-        (old,), (new,) = self.layout.dims[e.args[1].name], self.layout.dims[e.args[2].name]
-        if x.ndim < self.layout.rank:
-            x = x.reshape((1,) * (self.layout.rank - x.ndim) + x.shape)
-        return np.swapaxes(x, old, new)
-
-    def _eval_Diff(self, e, ev):
-        x, (d,) = self._along(e, ev)
-        n = x.shape[d]
-        later = np.take(x, range(1, n), axis=d) - np.take(x, range(0, n - 1), axis=d)
-        zero = np.full_like(np.take(x, [0], axis=d), mpmath.mpf(0))
-        return np.concatenate([later, zero], axis=d)
-
-    def _eval_Gather(self, e, ev):
-        x = np.asarray(ev(e.args[0]), dtype=object)
-        idx = np.asarray(ev(e.args[1]), dtype=object).astype(np.int64)
-        (d,) = self.layout.dims[e.args[-1].name]
-        full = list(np.broadcast_shapes(x.shape, idx.shape))
-        full[d] = x.shape[d]
-        xb = np.broadcast_to(x, full)
-        ishape = list(full)
-        ishape[d] = 1
-        ib = np.broadcast_to(idx, ishape)
-        if (ib < 0).any() or (ib >= x.shape[d]).any():
-            raise IndexError("label out of range")
-        return np.take_along_axis(xb, ib, axis=d)
-
-    def _along(self, e, ev):
-        """The operand of an operator over an axis, at the axis's full size, and its dimensions."""
-        x = np.asarray(ev(e.args[0]), dtype=object)
-        if x.ndim < self.layout.rank:  # a number (x - x folded to 0): at the layout's rank
-            x = x.reshape((1,) * (self.layout.rank - x.ndim) + x.shape)
-        dims = self.layout.dims[e.args[-1].name]
-        return np.broadcast_to(x, tuple(self.sizes_full(dims, x.shape))), dims
-
-    def _eval_ReduceSum(self, e, ev):
-        x, dims = self._along(e, ev)
-        return sum_axes(x, dims)
-
-    def _eval_ReduceMean(self, e, ev):
-        x, dims = self._along(e, ev)
-        n = int(np.prod([x.shape[d] for d in dims]))
-        return sum_axes(x, dims) / n
-
-    def _eval_ReduceMax(self, e, ev):
-        x, dims = self._along(e, ev)
-        top = np.max(x, axis=dims, keepdims=True)
-        hit = self._fixed(e, lambda: np.asarray(x == top, dtype=bool))
-        # the tied entries' mean: equal to the maximum, gradient shared evenly among them
-        return sum_axes(np.where(hit, x, mpmath.mpf(0)), dims) / sum_axes(hit.astype(int), dims)
-
-    def _eval_ArgMax(self, e, ev):
-        x, (d,) = self._along(e, ev)
-        return np.expand_dims(np.apply_along_axis(first_max, d, x), d)
-
-    def _eval_ArgMin(self, e, ev):
-        x, (d,) = self._along(e, ev)
-        return np.expand_dims(np.apply_along_axis(first_min, d, x), d)
-
-    def _softmax_parts(self, e, ev):
-        x, dims = self._along(e, ev)
-        m = np.max(x, axis=dims, keepdims=True)
-        ex = _EXP(x - m)
-        s = sum_axes(ex, dims)
-        return x, ex, s, _LOG(s) + m
-
-    def _eval_LogSumExp(self, e, ev):
-        return self._softmax_parts(e, ev)[3]
-
-    def _eval_LogSoftmax(self, e, ev):
-        x, _, _, lse = self._softmax_parts(e, ev)
-        return x - lse
-
-    def _eval_Softmax(self, e, ev):
-        _, ex, s, _ = self._softmax_parts(e, ev)
-        return ex / s
-
-    def sizes_full(self, dims, shape):
-        out = list(shape)
-        for a, ds in self.layout.dims.items():
-            if set(ds) & set(dims):
-                for d, n in zip(ds, self.sizes[a]):
-                    out[d] = n
-        return out
-

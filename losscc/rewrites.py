@@ -12,10 +12,20 @@ from __future__ import annotations
 import sympy as sp
 
 from . import bounded, ir
+from .parse import type_of
 from .passes import Bundle, Fired, Rule, context, run
 from .rewrites_roots import power_minus_constant
-from .rewrites_sums import (difference_of_norms, is_one, logsumexp_minus_member, one_minus_clip, one_minus_ratio,
-                           relative_difference, softplus_pair, sum_into_static_select)
+from .rewrites_sums import (
+    difference_of_norms,
+    is_one,
+    logsumexp_minus_member,
+    one_minus_clip,
+    one_minus_ratio,
+    product_of_exps,
+    relative_difference,
+    softplus_pair,
+    sum_into_static_select,
+)
 
 __all__ = ["STABILITY", "STABLE", "RANGE_REWRITES", "Fired", "Rule", "optimize"]
 
@@ -342,6 +352,9 @@ def _into_static_select(e, ctx):
     if conds[0] is sp.true or not all(c is sp.true or ir.on_flags(c, ctx.prog) for c in conds):
         return None
     branches = [e.func(p.expr, *e.args[1:]) for p in sel.args]
+    if isinstance(e, ir.Gather):  # a branch constant along the axis gathers to itself
+        axis = e.args[-1].name
+        branches = [b if axis in type_of(p.expr, ctx.prog).axes else p.expr for b, p in zip(branches, sel.args)]
     if any(r.apply(b, ctx) is not None for b in branches for r in STABILITY if r.apply is not _into_static_select):
         return ir.piecewise(*[(b, p.cond) for b, p in zip(branches, sel.args)])
     return None
@@ -365,6 +378,8 @@ STABILITY = (
             "is -u exactly where the pair cancels it near log(2)", softplus_pair),
     Rule("log-add-exp", "log(exp(a) + exp(b)) overflows; the larger argument plus softplus of the "
             "difference does not", _log_add_exp),
+    Rule("product-of-exps", "exp(a) * exp(b) overflows where exp(a + b) does not; a product with a sum "
+         "holding an exp is distributed first", product_of_exps),
     Rule("log-of-exp-product", "log(c * exp(x)) = log(c) + x, no exp to overflow", _log_of_exp_product),
     Rule("log-of-reciprocal", "log(1 / u) = -log(u) on the whole real line (inf at 0, NaN below); "
             "1 / u overflows or underflows where log(u) does not", _log_of_reciprocal),

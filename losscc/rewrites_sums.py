@@ -312,3 +312,23 @@ def sum_into_static_select(e, ctx):
         if any(rule(b, ctx) is not None for b in branches for rule in (difference_of_norms, softplus_pair)):
             return ir.piecewise(*[(b, p.cond) for b, p in zip(branches, sel.args)])
     return None
+
+
+def product_of_exps(e, ctx):
+    """exp(a) * exp(b) -> exp(a + b), and exp(b) * (u + exp(a)) -> u exp(b) + exp(a + b): the
+    product overflows (or is 0 * inf) where the sum of the arguments does not (a KL between
+    Gaussians, exp(logvar1) / exp(logvar2)).  Only where an argument is not bounded (|x| <=
+    50): exp of a sum rounds its argument, which costs more there than the product's ulps."""
+    if not isinstance(e, sp.Mul):
+        return None
+    exps = [f for f in e.args if isinstance(f, sp.exp)]
+    if not exps or all(ctx.ranges.bounded(f.args[0]) for f in exps):
+        return None
+    rest = [f for f in e.args if not isinstance(f, sp.exp)]
+    if len(exps) > 1:
+        return sp.Mul(*rest, sp.exp(sp.Add(*[f.args[0] for f in exps])))
+    sums = [f for f in rest if isinstance(f, sp.Add)
+            and any(isinstance(g, sp.exp) for t in f.args for g in sp.Mul.make_args(t))]
+    if not sums:
+        return None
+    return sp.Mul(*[f for f in rest if f is not sums[0]], sp.Add(*[t * exps[0] for t in sums[0].args]))

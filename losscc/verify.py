@@ -172,10 +172,9 @@ def expectations(prog, case: CaseData, dtype: str = "float64"):
         try:
             ref = reference(prog, case.inputs, case.params, case.learnable, diff_names,
                             max_dps=120 if case.source == "extreme" else None,
-                            near_tol=NEAR_ULPS * float(np.finfo(dtype).eps))
-        except ReferenceCost as exc:  # a case file's case: bad input, named
-            raise SpecError([Diagnostic(Location(printable(case.source, False)), "E181",
-                                        f"case '{printable(case.id, False)}': {exc}")]) from None
+                            near_tol=NEAR_ULPS * float(np.finfo(dtype).eps), overflow=float(np.finfo(dtype).max))
+        except ReferenceCost as exc:
+            raise _cost_error(prog, case, exc) from None
         if case.from_reference:
             exp_vals = ref.values
         if not exp_grads:
@@ -186,6 +185,15 @@ def expectations(prog, case: CaseData, dtype: str = "float64"):
                 # value: the reference has no gradient there to compare with
                 kinks = {n: np.asarray(m) | ~np.isfinite(exp_grads[n]) for n, m in kinks.items()}
     return exp_vals, exp_grads, kinks
+
+
+def _cost_error(prog, case: CaseData, exc: ReferenceCost) -> SpecError:
+    """E181 for a case the reference evaluator would take too long on, at its case file or,
+    for the spec's own and drawn cases, at the spec file."""
+    where = prog.spec.path if case.source in ("spec", "random", "extreme") else case.source
+    kind = "" if case.source not in ("random", "extreme") else f"{case.source} "
+    return SpecError([Diagnostic(Location(printable(where, False)), "E181",
+                                 f"{kind}case '{printable(case.id, False)}': {exc}")])
 
 
 def _defined_by_hand(case: CaseData, ref) -> bool:
@@ -233,7 +241,10 @@ def verify_spec(spec: Spec, modules: dict, runners: dict, dtypes, modes, cases: 
         if strict and not c.from_reference and id(c) not in truths:
             # hand-written and library values check the formula; the per-element check
             # compares with the reference's values at the same inputs
-            truths[id(c)] = reference(prog, c.inputs, c.params, c.learnable, []).values
+            try:
+                truths[id(c)] = reference(prog, c.inputs, c.params, c.learnable, []).values
+            except ReferenceCost as exc:
+                raise _cost_error(prog, c, exc) from None
     conditions: dict = {}
 
     def grad_cond(case: CaseData):

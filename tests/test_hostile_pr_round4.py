@@ -115,3 +115,72 @@ def test_the_limits_table_lists_every_limit():
     text = (Path(__file__).resolve().parent.parent / "docs" / "errors.md").read_text()
     for name in ("tree_depth", "fixed_elements", "reference_work"):
         assert f"| `{name}` | {getattr(limits, 'MAX_' + name.upper())} |" in text
+
+
+def test_docs_check_reports_files_of_any_type_in_the_pages_folder(tmp_path, monkeypatch, capsys):
+    """Only .md, data/*.json and img/*.png were compared: an .html page, an .svg image or a
+    subfolder that a site generator publishes beside them passed `docs --check`."""
+    root = _proj(tmp_path, names=())
+    (root / "specs" / "t.yaml").write_text(HEAD + "  x: {dtype: float, shape: [N]}\nformula: |\n  loss = x**2\n")
+    assert run(monkeypatch, capsys, root, "docs")[0] == 0
+    assert run(monkeypatch, capsys, root, "docs", "--check")[0] == 0
+    pages = root / "docs" / "losses"
+    (pages / "evil.html").write_text("<script>alert(1)</script>\n")
+    (pages / "img" / "x.svg").write_text("<svg/>\n")
+    (pages / "sub").mkdir()
+    (pages / "sub" / "a.md").write_text("# a\n")
+    rc, out, err = run(monkeypatch, capsys, root, "docs", "--check")
+    assert rc == 1
+    for name in ("docs/losses/evil.html", "docs/losses/img/x.svg", "docs/losses/sub/"):
+        assert f"not written by losscc docs: {name}" in out + err, out + err
+    assert run(monkeypatch, capsys, root, "docs")[0] == 0  # the writer removes the files, not the folder
+    assert not (pages / "evil.html").exists() and (pages / "sub" / "a.md").exists()
+
+
+# --------------------------------------------------------------- round 5 (2026-12-06)
+
+def test_periodic_functions_of_numbers_beyond_every_float_end_at_once(tmp_path, monkeypatch, capsys):
+    """sin(exp(exp(exp(x)))) made mpmath reduce an argument of 10**(2*10**8) modulo pi: pi to
+    hundreds of millions of bits, verify and `docs --check` ran for hours.  Past 2**1100 the
+    reference takes exp's, sin's and pow's values at infinity, as a float argument there is."""
+    import subprocess
+    import sys
+    root = _proj(tmp_path, names=())
+    (root / "specs" / "t.yaml").write_text(HEAD + "  x: {dtype: float, shape: [N]}\nformula: |\n"
+                                           "  loss = sin(exp(exp(exp(x)))) + cos(1.5**exp(exp(x)))\n"
+                                           "cases:\n  - id: big\n    inputs: {x: [20.0]}\n    expected: {sum: 0.0}\n")
+    code = ("import resource, sys\nresource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
+            "from losscc.docplots import plot_data\nfrom losscc.spec import load_spec\nfrom pathlib import Path\n"
+            "print(plot_data(load_spec('specs/t.yaml'), Path('.'))['loss'][:1])\n")
+    got = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60)
+    assert got.returncode == 0, got.stderr[-2000:]
+    from losscc.functions import mp_exp
+    import mpmath
+    assert mp_exp(mpmath.mpf(10) ** 400) == mpmath.inf and mp_exp(-mpmath.mpf(10) ** 400) == 0
+
+
+def test_an_evaluation_past_its_seconds_is_e181_naming_the_spec(tmp_path, monkeypatch, capsys):
+    """erf at hundreds of digits costs 80 times what the work estimate counts: a deadline is
+    the backstop, and its E181 names the spec file (a drawn case named neither)."""
+    from losscc import limits as lim
+    monkeypatch.setattr(lim, "MAX_REFERENCE_SECONDS", 0)
+    root = _proj(tmp_path, names=())
+    (root / "specs" / "t.yaml").write_text(HEAD + "  x: {dtype: float, shape: [N]}\nformula: |\n  loss = erf(x)\n")
+    rc, out, err = run(monkeypatch, capsys, root, "verify", "--backend", "jax", "--dtype", "float64",
+                       "--mode", "eager", "specs/t.yaml")
+    assert rc == 2 and "specs/t.yaml: error: random case 'random0'" in err and "'reference_seconds'" in err, err
+
+
+def test_a_selection_the_loss_does_not_feel_hides_no_gradient():
+    """w * max(x, x + 1e-16 x sin(1e12 x)) at w = 0: its sides are a near tie everywhere and
+    their slopes differ, so every entry was a kink and a wrong gradient of sin passed.  The
+    loss does not feel that selection at w = 0: no kink; at w = 1 it does."""
+    from losscc import verify
+    spec = spec_of(HEAD + "  x: {dtype: float, shape: [N]}\nparams:\n  w: {default: 0.0}\nformula: |\n"
+                   "  loss = sin(x) + w * max(x, x + 1.0e-16 * x * sin(1.0e12 * x))\n")
+    prog = build_program(spec)
+    x = np.array([0.3, -0.7, 1.1])
+    for w, want in ((0.0, False), (1.0, True)):
+        case = verify.CaseData("c", "test", {"x": x}, {"w": w}, from_reference=True)
+        kinks = verify.expectations(prog, case)[2]["x"]
+        assert list(kinks) == [want] * 3, (w, kinks)

@@ -405,6 +405,25 @@ def test_into_static_select_is_an_identity_for_each_flag():
     assert RULES["into-static-select"].apply(sp.log(sp.Piecewise((X, flag), (sp.sin(X), True))), ctx) is None
 
 
+T_ = sp.Symbol("t")
+
+
+@pytest.mark.parametrize("before", [sp.exp(X) * sp.exp(T_), 3 * sp.exp(X) * sp.exp(-T_) * T_,
+                                    (T_**2 + sp.exp(X)) * sp.exp(-T_ * X), sp.exp(2 * X) * (1 + T_ * sp.exp(T_))])
+def test_product_of_exps_is_an_identity(before):
+    """exp(a) exp(b) = exp(a + b), and a product with a sum holding an exp distributes (x is
+    unbounded, t in [0, 1]); not taken where every argument is bounded, nor without a second
+    exp to meet."""
+    ctx = context(build_program(make_spec(MAT, "loss = x")))
+    rule = RULES["product-of-exps"]
+    after = rule.apply(before, ctx)
+    assert after is not None and after != before
+    assert sp.simplify(sp.powsimp(sp.expand(after - before))) == 0
+    assert sp.simplify(sp.powsimp(sp.expand(after + 1 - before))) != 0  # and the check can fail
+    assert rule.apply(sp.exp(T_) * sp.exp(2 * T_), ctx) is None  # bounded arguments: kept
+    assert rule.apply(sp.exp(X) * (T_ + 1), ctx) is None  # no second exp
+
+
 def test_one_minus_cosine_is_an_identity_in_both_branches():
     """Both sides of the select equal 1 - cos for any vectors and eps > 0 (the near side:
     |x/sqrt(A) - y/sqrt(B)|^2 / 2 + eps / 2A + eps / 2B with A = |x|^2 + eps)."""
@@ -547,7 +566,7 @@ def test_one_minus_cosine_refuses_what_is_not_a_cosine():
 def test_every_rule_has_a_symbolic_proof():
     assert set(ELEMENTWISE_TRIGGERS) | set(SIGNED_TRIGGERS) | set(SIDED_TRIGGERS) | set(TENSOR_TRIGGERS) \
         | set(BRANCHED_TRIGGERS) | {"one-minus-cosine", "one-minus-clip", "softplus-pair", "relative-difference",
-                                   "difference-of-norms", "sum-into-static-select", "into-static-select",
+                                   "difference-of-norms", "sum-into-static-select", "into-static-select", "product-of-exps",
                                    "power-minus-constant"} == set(RULES)
 
 
@@ -802,8 +821,10 @@ NUMERIC_TRIGGERS = {
                             "loss = (t**2 + 2 * x * t) / abs(x * t)"],
     "difference-of-norms": ["loss = sqrt(sum((x - t)**2, axis=C)) - sqrt(sum((x + t**2)**2, axis=C))",
                             "loss = max(norm(x - t + 1e-6, axis=C) - norm(x - 2 * t + 1e-6, axis=C) + 1, 0)"],
+    "product-of-exps": ["loss = (t + exp(x)) / exp(2 * x)", "loss = exp(x) * exp(t - x) * 3"],
     "into-static-select": ["loss = -log(where(flag, softmax(x, axis=C), clip(t, 1e-7, 1))[y])",
-                           "loss = log(where(flag, exp(x), 1 + t**2))"],
+                           "loss = log(where(flag, exp(x), 1 + t**2))",
+                           "loss = -log(where(flag, exp(x), 1 / C)[y])"],  # a branch constant along C
     "sum-into-static-select": ["loss = norm(x - t, axis=C) - where(flag, norm(t, axis=C), norm(x + t, axis=C))",
                                "loss = 2 + where(flag, -norm(x + 1, axis=C), norm(x - t, axis=C)) * 3 "
                                "- 3 * norm(x, axis=C)"],
@@ -844,7 +865,8 @@ def test_fired_records_are_pairs_of_equal_values():
                      " + t * (1 - sum(x * t, axis=C) / sqrt((sum(x**2, axis=C) + 1) * sum(t**2, axis=C)))"
                      " + x * (1 - t / (t + x**2 + 1)) + t * (logsumexp(x, axis=C) - x[y])"
                      " + x * log(1 - clip(t, 1e-7, 1 - 1e-7)) + abs(x - t) / max(abs(t), 1e-7)"
-                     " + norm(x - t, axis=C) - norm(x + 1, axis=C) + t * (sqrt(1 + x**2) - 1)")
+                     " + norm(x - t, axis=C) - norm(x + 1, axis=C) + t * (sqrt(1 + x**2) - 1)"
+                     " + (t + exp(x)) / exp(2 * x)")
     prog = build_program(spec)
     fired = []
     optimize(prog.loss, fired=fired)
