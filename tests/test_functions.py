@@ -27,8 +27,10 @@ _BUILT_BY_RULE = ("where", "piecewise")
 
 
 def _method_along_mro(owner, prefix: str, node: type) -> bool:
-    """Whether `owner` itself (not a base such as SymPy's StrPrinter) handles `node`."""
-    return any(prefix + c.__name__ in vars(owner) for c in node.__mro__)
+    """Whether `owner` or one of losscc's own bases (the evaluator's TensorOps), not a base
+    such as SymPy's StrPrinter, handles `node`."""
+    own = [k for k in owner.__mro__ if k.__module__.startswith("losscc")]
+    return any(prefix + c.__name__ in vars(k) for k in own for c in node.__mro__)
 
 
 def record_problems(f) -> list[str]:
