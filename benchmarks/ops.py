@@ -68,6 +68,14 @@ def _ms_cases():
     def softplus_op(x):
         return ops.softplus(x).sum()
 
+    def sigmoid_op(x):
+        return ops.sigmoid(x).sum()
+
+    def sigmoid_sides(x):  # the tables' _sigmoid
+        positive = x > 0
+        small = ops.sigmoid(ops.where(positive, -x, x))
+        return ops.where(positive, 1 - small, small).sum()
+
     lab = ms.Tensor(np.random.default_rng(1).integers(0, 1000, (8192, 1)).astype(np.int32))
 
     def gather(z):
@@ -78,6 +86,7 @@ def _ms_cases():
              ("where(x>0, x, 0.5x)", sel_where, "reg"), ("maximum(x, 0.5x)", sel_relu_like, "reg"),
              ("hinge where(x>=0, x, 0)", hinge_where, "reg"), ("hinge ops.clamp(x, min=0)", hinge_clamp, "reg"),
              ("softplus via where+log1p(exp(-|x|))", softplus_where, "reg"), ("ops.softplus", softplus_op, "reg"),
+             ("ops.sigmoid(x)", sigmoid_op, "reg"), ("sigmoid by sides (_sigmoid)", sigmoid_sides, "reg"),
              ("z - logsumexp(z)", lsm_sub, "cls"), ("ops.log_softmax(z)", lsm_op, "cls"),
              ("ops.softmax(z)", softmax, "cls"), ("ops.gather_elements(z, 1, label)", gather, "cls")]
     from mindspore.common.api import _pynative_executor as pe
@@ -100,6 +109,12 @@ def _pd_lse(paddle, z):
     return peak + paddle.log(paddle.sum(paddle.exp(z - peak), axis=-1, keepdim=True))
 
 
+def _pd_sigmoid_sides(paddle, F, x):  # the table's _sigmoid
+    positive = x > 0
+    small = F.sigmoid(paddle.where(positive, -x, x))
+    return paddle.where(positive, 1 - small, small)
+
+
 def _pd_cases():
     import paddle
     import paddle.nn.functional as F
@@ -117,6 +132,8 @@ def _pd_cases():
               lambda x: (paddle.where(x > 0, x, paddle.zeros_like(x)) + paddle.log1p(paddle.exp(-paddle.abs(x)))).sum(),
               "reg"),
              ("F.softplus(x, threshold=40)", lambda x: F.softplus(x, threshold=40.0).sum(), "reg"),
+             ("F.sigmoid(x)", lambda x: F.sigmoid(x).sum(), "reg"),
+             ("sigmoid by sides (_sigmoid)", lambda x: _pd_sigmoid_sides(paddle, F, x).sum(), "reg"),
              ("z - logsumexp(z)", lambda z: (z - paddle.logsumexp(z, axis=-1, keepdim=True)).sum(), "cls"),
              ("F.log_softmax(z)", lambda z: F.log_softmax(z, axis=-1).sum(), "cls"),
              ("F.softmax(z)", lambda z: F.softmax(z, axis=-1).sum(), "cls"),

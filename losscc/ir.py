@@ -81,9 +81,8 @@ class sigmoid(sp.Function):  # noqa: N801 - mirrors the formula language
 
     nargs = 1
 
-    def fdiff(self, argindex=1):
-        s = sigmoid(self.args[0])
-        return s * (1 - s)
+    def fdiff(self, argindex=1):  # not s (1 - s): 1 - s cancels where s is near 1
+        return sigmoid(self.args[0]) * sigmoid(-self.args[0])
 
     def _eval_rewrite_as_exp(self, x, **kwargs):
         return 1 / (1 + sp.exp(-x))

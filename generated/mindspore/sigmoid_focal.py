@@ -134,6 +134,16 @@ def _softplus(x):
     return ops.cast(out, x.dtype)
 
 
+def _sigmoid(x):
+    """1 / (1 + exp(-x)) as 1 - sigmoid(-x) above 0: the native kernel's gradient is
+    s (1 - s) of the rounded s, 0 where s rounds to 1 (x beyond about 17 in float32, 37 in
+    float64); taken on the side where s is small, the gradient keeps its relative accuracy
+    (e^-x at large x). The value is the native one to an ulp."""
+    positive = x > 0
+    small = ops.sigmoid(ops.where(positive, -x, x))
+    return ops.where(positive, 1 - small, small)
+
+
 def sigmoid_focal(
     logit, label, normalizer=None, *, alpha=0.25, gamma=2.0, reduction="sum"
 ):
@@ -174,8 +184,8 @@ def sigmoid_focal(
         bce = ops.where(t_1, logit * t, -(label * logit)) + _softplus(
             ops.where(t_1, t_2, logit)
         )
-        p = ops.sigmoid(logit)
-        t_3 = label * ops.sigmoid(t_2) + t * p
+        p = _sigmoid(logit)
+        t_3 = label * _sigmoid(t_2) + t * p
         frozen = ops.stop_gradient(t_3)
         t_4 = t_3 > 0
         loss = (
@@ -197,8 +207,8 @@ def sigmoid_focal(
         bce = ops.where(t_1, logit * t, -(label * logit)) + _softplus(
             ops.where(t_1, t_2, logit)
         )
-        p = ops.sigmoid(logit)
-        t_3 = label * ops.sigmoid(t_2) + t * p
+        p = _sigmoid(logit)
+        t_3 = label * _sigmoid(t_2) + t * p
         frozen = ops.stop_gradient(t_3)
         t_4 = t_3 > 0
         loss = (

@@ -45,6 +45,15 @@ _GATHER_LOG_SOFTMAX = ('''def _gather_log_softmax(x, axis, index):
     """log_softmax(x)[index] along the axis, accurate also near 0.
 ''' + _LOG_SOFTMAX_BODY + '''    return jnp.take_along_axis(shifted, index, axis=axis) - jnp.log1p(rest)''')
 
+_SIGMOID = '''def _sigmoid(x):
+    """1 / (1 + exp(-x)) as 1 - sigmoid(-x) above 0: the native kernel's gradient is
+    s (1 - s) of the rounded s, 0 where s rounds to 1 (x beyond about 17 in float32, 37 in
+    float64); taken on the side where s is small, the gradient keeps its relative accuracy
+    (e^-x at large x). The value is the native one to an ulp."""
+    positive = x > 0
+    small = jax.nn.sigmoid(jnp.where(positive, -x, x))
+    return jnp.where(positive, 1 - small, small)'''
+
 _ABS = '''def _abs(x):
     """|x| with gradient 0 at x = 0, as torch.abs's (jnp.abs gives 1 there)."""
     return x * jnp.sign(x)'''
@@ -148,7 +157,7 @@ BACKEND = Backend(
         "cos": "jnp.cos({x})",
         "sin": "jnp.sin({x})",
         "erf": "jax.lax.erf({x})",
-        "sigmoid": "jax.nn.sigmoid({x})",
+        "sigmoid": "_sigmoid({x})",  # not jax.nn.sigmoid: its gradient is 0 in the tail above 0
         # logaddexp(x, 0): max(x, 0) + log1p(exp(-|x|)), no threshold; gradient 1/2 at 0
         "softplus": "jax.nn.softplus({x})",
         # a tie splits the gradient in half, the convention of max(a, b) between two tensors
@@ -197,6 +206,6 @@ BACKEND = Backend(
         "int_dtypes": "(jnp.int32, jnp.int64)",
         "float32": "jnp.float32",
     }),
-    helpers=_freeze({"clip": _CLIP, "clip_min": _CLIP, "clip_max": _CLIP, "abs": _ABS,
+    helpers=_freeze({"sigmoid": _SIGMOID, "clip": _CLIP, "clip_min": _CLIP, "clip_max": _CLIP, "abs": _ABS,
                      "log_softmax": _LOG_SOFTMAX, "gather_log_softmax": _GATHER_LOG_SOFTMAX}),
 )

@@ -171,7 +171,7 @@ BACKEND = Backend(
         "cos": "ops.cos({x})",
         "sin": "ops.sin({x})",
         "erf": "ops.erf({x})",
-        "sigmoid": "ops.sigmoid({x})",
+        "sigmoid": "_sigmoid({x})",  # not ops.sigmoid: its gradient is 0 in the tail above 0
         "softplus": "_softplus({x})",
         "maximum": "ops.maximum({x}, {y})",
         "minimum": "ops.minimum({x}, {y})",
@@ -243,6 +243,14 @@ BACKEND = Backend(
     keep = ops.logical_or(ops.logical_or(um == 0, um == -1), ops.isinf(u))
     ratio = y / ops.log(ops.where(keep, ops.full_like(u, 2), u))
     return ops.cast(ops.where(keep, ops.where(um == 0, y, um), um * ratio), x.dtype)''',
+        "sigmoid": '''def _sigmoid(x):
+    """1 / (1 + exp(-x)) as 1 - sigmoid(-x) above 0: the native kernel's gradient is
+    s (1 - s) of the rounded s, 0 where s rounds to 1 (x beyond about 17 in float32, 37 in
+    float64); taken on the side where s is small, the gradient keeps its relative accuracy
+    (e^-x at large x). The value is the native one to an ulp."""
+    positive = x > 0
+    small = ops.sigmoid(ops.where(positive, -x, x))
+    return ops.where(positive, 1 - small, small)''',
         "softplus": '''def _softplus(x):
     """log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)), in float64: accurate to a few ulps
     also far below 0, where the native kernel flushes to 0 (float32 from about -17) and
