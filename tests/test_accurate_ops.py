@@ -1,6 +1,6 @@
 """Operators whose value must keep its relative accuracy where it is tiny (the per-element
 check of docs/verify.md): softplus far below 0, log1p/expm1 near 0, log_softmax near 0 (a
-dominant logit). Each backend's spelling, with its helpers, is run in float64 and float32
+dominant logit); and the gradients of sigmoid and tanh in their tails. Each backend's spelling, with its helpers, is run in float64 and float32
 against mpmath, and where a native kernel was replaced, the kernel is shown to fail the
 same bound (so the choice is needed, not only harmless)."""
 
@@ -119,6 +119,28 @@ def test_gathered_log_softmax_is_accurate_near_zero(backend, dtype, tmp_path):
     np.testing.assert_allclose(grad, -want, rtol=ULPS * eps, atol=ULPS * eps)
 
 
+TAIL_X = (-80.0, -30.0, -12.0, -5.0, -0.75, -0.5, -0.25, -1e-3, 0.0, 1e-6, 0.3, 0.5, 2.0, 4.0, 9.5, 20.0, 30.0, 80.0)
+
+
+def _sech2(v):
+    return mp.sech(v) ** 2
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("key, f, df", [
+    ("sigmoid", lambda v: 1 / (1 + mp.exp(-v)), lambda v: 1 / ((1 + mp.exp(-v)) * (1 + mp.exp(v)))),
+    ("tanh", mp.tanh, _sech2)])
+def test_sigmoid_and_tanh_gradients_keep_their_tails(key, f, df, backend, dtype, tmp_path):
+    """The gradient is e^-|x| (sigmoid) or 4 e^-2|x| (tanh) far out, where the native
+    kernels give 0 (s (1 - s), 1 - t**2 of the rounded output)."""
+    x = np.array(TAIL_X)
+    value, (grad,) = verify.runner(backend).gradient(_probe(backend, key, ["x"], tmp_path), [x], dtype, "eager")
+    eps = np.finfo(dtype).eps
+    assert np.max(_rel(value, _exact(f, x, dtype), dtype)) <= ULPS * eps
+    assert np.max(_rel(grad, _exact(df, x, dtype), dtype)) <= ULPS * eps
+
+
 # ---------------------------------------------------------------- the kernels replaced fail the bound
 
 def test_native_softplus_kernels_lose_the_tail():
@@ -139,3 +161,14 @@ def test_native_mindspore_log1p_and_composed_log_softmax_lose_tiny_values():
     z = np.array([LOGITS[0]])
     lse = ms.ops.logsumexp(ms.Tensor(z), -1, keepdim=True).asnumpy()
     assert (z - lse)[0, 0] == 0  # the exact value is -5.4e-20
+
+
+def test_native_sigmoid_and_tanh_kernels_lose_the_tail():
+    ms = pytest.importorskip("mindspore")
+    paddle = pytest.importorskip("paddle")
+    x = paddle.to_tensor(np.array([40.0, 25.0]), stop_gradient=False)
+    (paddle.nn.functional.sigmoid(x[:1]).sum() + paddle.tanh(x[1:]).sum()).backward()
+    assert list(x.grad.numpy()) == [0.0, 0.0]  # the truths are 4.2e-18 and 7.7e-22
+    x = np.linspace(3.0, 6.0, 16).astype(np.float32)
+    t = ms.ops.tanh(ms.Tensor(x)).asnumpy()  # MindSpore's float32 kernel: 1e-4 relative
+    assert np.max(_rel(t, _exact(mp.tanh, x, "float32"), "float32")) > 1e-5
