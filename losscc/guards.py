@@ -9,8 +9,9 @@ Three bundles, run by ``losscc.passes`` after the stable rewrites:
   branch not taken is multiplied by zero, and 0 * inf = NaN.  So inside each branch the
   arguments of operations that are singular somewhere (log, division, sqrt, fractional
   powers) are replaced by where(c, arg, 1): the same value where the branch is taken, a
-  harmless 1 where it is not.  Operations that overflow (exp, expm1, cosh, sinh and integer
-  powers x**k, k >= 3) get where(c, arg, 0) (where(c, base, 1) for powers) the same way.
+  harmless 1 where it is not.  Operations that overflow (exp, expm1, cosh, sinh, integer
+  powers x**k, k >= 3, powers x**g, g > 1, of an unbounded x, and powers with a symbolic
+  exponent) get where(c, arg, 0) (where(c, base, 1) for powers) the same way.
   Arguments that the range analysis proves positive (for the singular operations) or
   bounded or non-positive (for exp) are left alone, so exact formulas stay exact and fast.
 * :data:`EPS_GUARDS` (``guards: {eps: e}`` or ``--eps e``) -- log(a) and a ** -k become
@@ -96,10 +97,19 @@ def _input_degree(e, prog) -> int | None:
 def _guard_untaken(out, ctx):
     """One node inside a branch taken where ctx.cond holds (see the module's docstring)."""
     r, cond = ctx.ranges, ctx.cond
+    if isinstance(out, sp.Pow) and not out.args[1].is_Number:
+        # a symbolic exponent (a tensor, a hyperparameter): singular at a base of 0 or
+        # overflowing at a large one, whatever its value; 1**e is 1, and d/de is 0 there
+        base, ex = out.args
+        if r.positive(base) and r.bounded(base) and r.bounded(ex):
+            return None
+        return sp.Pow(ir.Where(cond, base, 1), ex)
     if isinstance(out, sp.log) or isinstance(out, sp.Pow) and out.args[1].is_Number and (
             out.args[1].is_negative or not out.args[1].is_Integer):
         arg = out.args[0]
-        return None if r.positive(arg) else out.func(ir.Where(cond, arg, 1), *out.args[1:])
+        if r.positive(arg) and not (isinstance(out, sp.Pow) and out.args[1] > 1 and not r.bounded(arg)):
+            return None  # x**2.5 of a large positive x overflows
+        return out.func(ir.Where(cond, arg, 1), *out.args[1:])
     if isinstance(out, ir.log1p) and not r.nonneg(out.args[0]):
         return ir.log1p(ir.Where(cond, out.args[0], 0))  # log1p is singular at -1
     if _overflows(out, r):

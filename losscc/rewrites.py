@@ -265,8 +265,13 @@ def _confined(f) -> bool:
     return isinstance(f, ir.Clip) and all(b.is_Number for b in f.args[1:]) and bool(f.args[1].is_positive)
 
 
+def _reciprocal(f) -> bool:
+    return isinstance(f, sp.Pow) and f.args[1].is_Number and f.args[1].is_negative
+
+
 def _log_of_quotient(e, ctx):
-    """log(a * b**-k) -> log(a) - k * log(b) where every factor is proved positive: the
+    """log(a * b**-k) -> log(a) - k * log(b) where every factor a is proved positive and
+    every b non-negative (at b = 0 both sides are +inf, as log(1 / u) = -log(u)): the
     quotient overflows or underflows where neither log does. Not where every factor is
     confined to a range away from 0 (keras' KL divergence of clipped probabilities): the
     quotient cannot overflow there, and near a = b one log is more accurate than the
@@ -278,7 +283,8 @@ def _log_of_quotient(e, ctx):
         return None
     if all(_confined(f) for f in factors):
         return None
-    if not all(f.is_number and f.is_positive or not f.is_number and ctx.ranges.positive(f) for f in factors):
+    if not all(f.is_number and f.is_positive or not f.is_number and (
+            ctx.ranges.positive(f) or _reciprocal(f) and ctx.ranges.nonneg(f.args[0])) for f in factors):
         return None
     logs = [sp.log(f.args[0]) * f.args[1] if isinstance(f, sp.Pow) and f.args[1].is_Number else sp.log(f)
             for f in factors]
@@ -416,7 +422,7 @@ RANGE_REWRITES = Bundle("range-rewrites", (
          "underflows (cosine similarity's norms in float32) where each root does not", _sqrt_product),
     Rule("log-of-power", "log(u**k) = k * log(u) for u > 0: the power overflows or underflows where "
          "the log does not", _log_of_power),
-    Rule("log-of-quotient", "log(a / b) = log(a) - log(b) for a, b > 0: the quotient overflows or "
+    Rule("log-of-quotient", "log(a / b) = log(a) - log(b) for a > 0, b >= 0: the quotient overflows or "
          "underflows where neither log does", _log_of_quotient),
 ))
 

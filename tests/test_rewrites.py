@@ -704,8 +704,9 @@ def test_log_of_power_is_an_identity_for_positive_bases():
 
 
 def test_log_of_quotient_is_an_identity_for_positive_factors():
-    """log(a/b) = log(a) - log(b) for a, b > 0; fires where the range analysis proves every
-    factor positive; not for a factor that may be 0 or negative, nor where every factor is a
+    """log(a/b) = log(a) - log(b) for a > 0, b >= 0; fires where the range analysis proves
+    every factor above the line positive and every one below non-negative; not for a factor
+    that may be 0 above or negative anywhere, nor where every factor is a
     clip away from 0 (nothing overflows: keras' KL divergence keeps its one log)."""
     rule = RANGE_RULES["log-of-quotient"]
     prog = build_program(make_spec(LOG_SPEC, "loss = x + a + b"))
@@ -718,7 +719,10 @@ def test_log_of_quotient_is_an_identity_for_positive_factors():
         proof = (before - after).subs({a_: p, sp.exp(xs): q})
         assert sp.simplify(sp.expand_log(proof)) == 0, (before, after)
     assert rule.apply(sp.log(xs / a_), ctx) is None                  # x may be negative
-    assert rule.apply(sp.log(a_ / b_), ctx) is None                  # b may be 0
+    # a denominator that may be 0: both sides are +inf there, as log(1 / u) = -log(u)
+    assert rule.apply(sp.log(a_ / b_), ctx) == sp.log(a_) - sp.log(b_)
+    assert sp.limit(sp.log(2 / q), q, 0, "+") == sp.limit(sp.log(2) - sp.log(q), q, 0, "+") == sp.oo
+    assert rule.apply(sp.log(b_ / a_), ctx) is None                  # b may be 0 above: 0 * inf
     assert rule.apply(sp.log(-a_ / (1 + a_)), ctx) is None           # a negative number factor
     assert rule.apply(sp.log(a_ * (1 + a_)), ctx) is None            # no quotient
     clipped = sp.log(ir.Clip(b_, sp.Float(1e-7), 1) / ir.Clip(xs, sp.Float(1e-7), 1))

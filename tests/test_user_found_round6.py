@@ -1,0 +1,71 @@
+"""Defects a sixth trial of new users' losses found (2026-12-06): NaN gradients of a power
+with a symbolic exponent in a branch not taken, log(c / u) left as written where u can be
+0, and the quotient rule's cancellation in u / (u + c)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from losscc import verify
+from losscc.pipeline import prepare
+from tests.backend_util import BACKENDS
+from tests.codegen_util import spec_of
+
+POW_UNTAKEN = """
+name: pow_untaken
+summary: s.
+inputs:
+  x: {dtype: float, shape: [N]}
+  t: {dtype: float, shape: [N], domain: "[0, 1]"}
+formula: |
+  d = abs(x)
+  loss = where(d < 1, d**(3 - t), d) + where(x < 2, (x**2 + 1)**2.5, x)
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_power_in_a_branch_not_taken_has_a_finite_gradient(backend):
+    """d**(3 - t) at d = 1e18 is inf in float32, so its gradient in t (d**e log d) is inf,
+    and the select's 0 times it NaN (adaptive wing's shape); likewise (x**2 + 1)**2.5 of a
+    positive base. The branch guard covered numeric exponents below 1 only."""
+    spec = spec_of(POW_UNTAKEN, "pow_untaken")
+    loss = str(prepare(spec).loss)
+    assert "Where(d < 1, StopGradient(d), 1)**(3 - t)" in loss.replace("Abs(x)", "d"), loss
+    assert "Where(x < 2, x**2 + 1, 1)**2.5" in loss, loss
+    rows = verify.run([spec], (backend,), dtypes=("float32",), modes=("eager",), root=Path("."), extreme=True)
+    assert rows and all(r.ok for r in rows), [r.failures[:3] for r in rows]
+
+
+LOG_C_OVER_U = """
+name: log_c_over_u
+summary: s.
+inputs:
+  x: {dtype: float, shape: [N]}
+  y: {dtype: float, shape: [N]}
+params:
+  c: {default: 2.0, gt: 0}
+formula: |
+  loss = log(c / mean((x - y)**2, axis=N))
+"""
+
+
+def test_log_of_a_quotient_whose_denominator_can_be_zero_is_split():
+    """log(c / u), u >= 0 (PSNR's core): the quotient overflows at u = 1e-40 and rounds the
+    gradient away at u = 1e36, where log(c) - log(u) does not; at u = 0 both are +inf, as
+    for log(1 / u), which was already split."""
+    loss = str(prepare(spec_of(LOG_C_OVER_U, "log_c_over_u")).loss)
+    assert loss.startswith("log(c) - log(") or "-log(" in loss and "log(c)" in loss, loss
+    assert "c/" not in loss.replace(" ", ""), loss
+
+
+# Paddle only: XLA on CPU flushes float32 subnormals to 0, so (1e-20)**2 is 0 and the loss
+# inf; MindSpore does the same in a process that has run the backward of a power with a
+# tensor exponent (as the test above does; docs/verify.md, "What still fails")
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b.values[0] == "paddle"])
+def test_log_of_a_quotient_passes_the_extreme_inputs(backend):
+    rows = verify.run([spec_of(LOG_C_OVER_U, "log_c_over_u")], (backend,), dtypes=("float32",), modes=("eager",),
+                      root=Path("."), extreme=True)
+    assert rows and all(r.ok for r in rows), [r.failures[:3] for r in rows]
+
