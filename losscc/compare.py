@@ -138,7 +138,7 @@ def _describe(x: float) -> str:
 
 
 def check(actual, expected, dtype: str, quantity: str = "value", mask=None, rtol=None,
-          magnitude: float = 1.0, condition: float = 1.0, floor=None, truth=None) -> Check:
+          magnitude: float = 1.0, condition: float = 1.0, floor=None, truth=None, spread=None) -> Check:
     """Compare an array with its expectation, two ways; both must pass.
 
     1. Norm-wise: |a - e| <= atol * scale + rtol * |e| with scale = max(1, max |e|, magnitude)
@@ -152,8 +152,10 @@ def check(actual, expected, dtype: str, quantity: str = "value", mask=None, rtol
        subnormal the check is absolute: |a - e| <= max(rtol_q * floor, smallest normal).
     `truth` (same shape), where given, replaces `expected` in check 2: a library's float64
     value is a fine check of the formula but not correct to the last ulps where it cancels;
-    `truth=False` skips check 2.  NaN and inf must match exactly. Masked entries (kinks)
-    are not compared."""
+    `truth=False` skips check 2.  `spread` (an array like e): the gradient's own condition
+    C_i, which widens check 1 too by rtol_q * C_i (no float code can do better than its
+    inputs' rounding allows, norm-wise either).  NaN and inf must match exactly. Masked
+    entries (kinks) are not compared."""
     rtol0, atol = TOLERANCES[dtype]
     rtol0 = max(rtol0, rtol or 0.0)
     tol = ELEMENT_TOLERANCES[(dtype, quantity)]
@@ -179,12 +181,16 @@ def check(actual, expected, dtype: str, quantity: str = "value", mask=None, rtol
         return Check(True)
     ef, af = e[fin], a[fin]
     scale = max(1.0, float(np.max(np.abs(ef))), magnitude)
+    widen = 0.0
+    if spread is not None:
+        s = np.broadcast_to(np.asarray(spread, dtype=float), e.shape)[fin]
+        widen = rtol_el * np.where(np.isfinite(s), s, 0.0)
     err = np.abs(af - ef)
     with np.errstate(divide="ignore", invalid="ignore"):
         norm = err / np.maximum(np.abs(ef), atol * scale / rtol0)
     norm_err = float(np.max(norm))
     if truth is False:
-        return Check(True, norm_err, None) if not np.any(err > atol * scale + rtol0 * np.abs(ef)) else \
+        return Check(True, norm_err, None) if not np.any(err > atol * scale + rtol0 * np.abs(ef) + widen) else \
             _norm_failure(a, e, err, norm, fin, atol, scale, rtol0, norm_err)
     if truth is not None:
         t_arr = np.asarray(truth, dtype=float).reshape(e.shape)
@@ -203,7 +209,7 @@ def check(actual, expected, dtype: str, quantity: str = "value", mask=None, rtol
     rel_err = float(np.max(rel))
     positions = np.argwhere(fin)
     err_n = np.abs(af - e[fin])
-    if np.any(err_n > atol * scale + rtol0 * np.abs(e[fin])):
+    if np.any(err_n > atol * scale + rtol0 * np.abs(e[fin]) + widen):
         c = _norm_failure(a, e, err_n, norm, fin, atol, scale, rtol0, norm_err)
         return Check(False, norm_err, rel_err, c.problem)
     over_el = err > bound
@@ -319,10 +325,11 @@ def _items(prog, case, vals, grads, exp_vals, exp_grads, kinks, reds, dtype=None
 
 
 def _with_condition(c: Check, name: str, grad_cond, redo) -> Check:
-    """A gradient that failed the per-element check alone, checked again with its floor raised
-    to its own condition (`grad_cond(name)`: reference.gradient_condition, computed only
-    here, where the largest entry of the array is not floor enough)."""
-    if c.ok or not c.per_element or grad_cond is None:
+    """A gradient that failed with finite errors, checked again with its floor raised to its
+    own condition, which widens the norm-wise bound too (`grad_cond(name)`:
+    reference.gradient_condition, computed only here, where the largest entry of the array
+    is not floor enough)."""
+    if c.ok or not (c.per_element or np.isfinite(c.norm_err)) or grad_cond is None:
         return c
     extra = grad_cond(name)
     return c if extra is None else redo(extra)
@@ -342,13 +349,13 @@ def _extreme_check(case, vals, grads, exp_vals, exp_grads, kinks, dtype, reds, r
             got = np.asarray(got, dtype=float).reshape(np.shape(w))
         keep = np.isfinite(w) if skip is None else ~np.broadcast_to(skip, np.shape(w))
         big = float(np.max(np.abs(np.asarray(w)[keep]), initial=0.0))
-        def run(fl, got=got, w=w, quantity=quantity, skip=skip, big=big, cond=cond):
+        def run(fl, spread=None, got=got, w=w, quantity=quantity, skip=skip, big=big, cond=cond):
             return check(got, w, dtype, quantity, skip, magnitude=10 * max(1.0, big), condition=cond, floor=fl,
-                         truth=None if strict else False)
+                         truth=None if strict else False, spread=spread)
         c = run(floor)
         if quantity == "gradient":
             c = _with_condition(c, name, grad_cond, lambda g, run=run, floor=floor, w=w: run(
-                np.maximum(floor, np.reshape(g, np.shape(w)))))
+                np.maximum(floor, np.reshape(g, np.shape(w))), np.reshape(g, np.shape(w))))
         if row is not None:
             _note(row, quantity, c)
         if not c.ok:
@@ -375,13 +382,13 @@ def _check_case(row, case: CaseData, vals, grads, exp_vals, exp_grads, kinks, dt
                                                                    kinks, reds, truth=truth):
         if quantity == "gradient" and mask is not None:
             row.skipped_kinks += int(np.sum(mask))
-        def run(fl, got=got, want=want, quantity=quantity, mask=mask, cond=cond, tv=tv):
+        def run(fl, spread=None, got=got, want=want, quantity=quantity, mask=mask, cond=cond, tv=tv):
             return check(got, want, dtype, quantity, mask, rtol=case.rtol if quantity == "value" else None,
-                         magnitude=mag, condition=cond, floor=fl, truth=tv if strict else False)
+                         magnitude=mag, condition=cond, floor=fl, truth=tv if strict else False, spread=spread)
         c = run(floor)
         if quantity == "gradient":
             c = _with_condition(c, name, grad_cond, lambda g, run=run, floor=floor, want=want: run(
-                np.maximum(floor, np.reshape(g, np.shape(want)))))
+                np.maximum(floor, np.reshape(g, np.shape(want))), np.reshape(g, np.shape(want))))
         _note(row, quantity, c)
         if not c.ok:
             fails.append(f"{case.id}: {'value (' + name + ')' if quantity == 'value' else 'gradient d/d' + name} "

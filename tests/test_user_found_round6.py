@@ -69,3 +69,34 @@ def test_log_of_a_quotient_passes_the_extreme_inputs(backend):
                       root=Path("."), extreme=True)
     assert rows and all(r.ok for r in rows), [r.failures[:3] for r in rows]
 
+
+
+CIRCLE = """
+name: circle_loss
+summary: s.
+inputs:
+  labels: {dtype: int, shape: [N], domain: "[0, 3)"}
+  emb: {dtype: float, shape: [N, D]}
+params:
+  gamma: {default: 80.0, gt: 0}
+  margin: {default: 0.4, min: 0, max: 1}
+formula: |
+  z = normalize(emb, axis=D)
+  s = sum(z * rename(z, N=M), axis=D)
+  pos = (labels == rename(labels, N=M)) & (index(N) != index(M))
+  neg = labels != rename(labels, N=M)
+  ap = stop_gradient(relu(1 + margin - s))
+  an = stop_gradient(relu(s + margin))
+  lp = where(pos, -gamma * ap * (s - (1 - margin)), -1.0e9)
+  ln = where(neg, gamma * an * (s - margin), -1.0e9)
+  l = softplus(logsumexp(lp, axis=M) + logsumexp(ln, axis=M))
+  loss = where(sum(where(pos, 1.0, 0.0), axis=M) > 0, l, 0.0)
+"""
+
+
+def test_an_ill_conditioned_gradient_passes_the_norm_wise_check_by_its_condition():
+    """Circle loss at nearly parallel embeddings (the extreme suite's near tie), gamma = 80:
+    the gradient's condition allows more than the norm-wise bound, which had no allowance."""
+    rows = verify.run([spec_of(CIRCLE, "circle_loss")], ("paddle",), dtypes=("float32",), modes=("eager",),
+                      root=Path("."), extreme=True)
+    assert rows and all(r.ok for r in rows), [r.failures[:3] for r in rows]

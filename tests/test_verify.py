@@ -406,3 +406,19 @@ def test_a_mean_whose_denominator_sums_to_zero_is_nan_not_a_crash():
     assert ieee_divide(mpmath.mpf(3), mpmath.mpf(0)) == mpmath.inf
     assert ieee_divide(mpmath.mpf(-3), 0) == -mpmath.inf
     assert ieee_divide(mpmath.mpf(3), 2) == 1.5
+
+
+def test_the_gradient_condition_widens_the_norm_wise_bound_too():
+    """Nearly parallel embeddings under a scale of 80 (a new user's circle loss): an ulp of
+    the inputs moves the exact gradient by 3e-5, more than the norm-wise bound of 1e-5, so no
+    float32 code passed however it computed; the condition C_i widens both checks by
+    rtol * C_i, and a wrong gradient where C_i is small still fails."""
+    want = np.array([-3.29e-4, 1.0e-4, 2.0e-4])
+    cond = np.array([40.0, 0.0, 0.0])  # float32 gradients: 4e-5 * 40 = 1.6e-3 allowed at [0]
+    got = want + np.array([2.24e-5, 0.0, 0.0])
+    assert not verify.check(got, want, "float32", "gradient", truth=None).ok
+    floor = np.maximum(verify.gradient_floor(want), cond)
+    assert not verify.check(got, want, "float32", "gradient", truth=None, floor=floor).ok  # norm-wise
+    assert verify.check(got, want, "float32", "gradient", truth=None, floor=floor, spread=cond).ok
+    wrong = want + np.array([0.0, 2e-5, 0.0])
+    assert not verify.check(wrong, want, "float32", "gradient", truth=None, floor=floor, spread=cond).ok
