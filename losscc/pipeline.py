@@ -21,7 +21,7 @@ from .errors import Diagnostic, SpecError
 from .lower import MUL, Block, Locals, Lowered, Lowerer, allocate, canonical_shape, import_names, plain_shape
 from .parse import Program, build_program
 from .passes import Fired, context, run
-from .rewrites import RANGE_REWRITES, STABLE
+from .rewrites import RANGE_REWRITES, RATIO_REWRITES, STABLE
 from .specialise import IGNORE_MASKS, NoneVariant, ValueSplit, mask_symbols, specialise_none, specialise_values
 from .spec import Spec
 
@@ -42,7 +42,7 @@ class Prepared:
 
 # what prepare does, in order: each a named bundle of rules (losscc.passes), the last one
 # at the roots; the call with every optional input None is then specialised from the result
-BUNDLES = (STABLE, RANGE_REWRITES, GRADIENT_GUARDS, BRANCH_GUARDS, EPS_GUARDS, IGNORE_MASKS)
+BUNDLES = (STABLE, RANGE_REWRITES, RATIO_REWRITES, GRADIENT_GUARDS, BRANCH_GUARDS, EPS_GUARDS, IGNORE_MASKS)
 
 
 def prepare(spec: Spec) -> Prepared:

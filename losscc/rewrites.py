@@ -22,12 +22,13 @@ from .rewrites_sums import (
     one_minus_clip,
     one_minus_ratio,
     product_of_exps,
+    ratio_near_one,
     relative_difference,
     softplus_pair,
     sum_into_static_select,
 )
 
-__all__ = ["STABILITY", "STABLE", "RANGE_REWRITES", "Fired", "Rule", "optimize"]
+__all__ = ["STABILITY", "STABLE", "RANGE_REWRITES", "RATIO_REWRITES", "Fired", "Rule", "optimize"]
 
 
 def _neg_of(term, cls):
@@ -425,6 +426,13 @@ RANGE_REWRITES = Bundle("range-rewrites", (
     Rule("log-of-quotient", "log(a / b) = log(a) - log(b) for a > 0, b >= 0: the quotient overflows or "
          "underflows where neither log does", _log_of_quotient),
 ))
+
+# after the stable rewrites, outside selects and relations (one-minus-ratio's output holds
+# the ratio it took apart in both), so it does not undo what the parent's rule did
+RATIO_REWRITES = Bundle("ratio-rewrites", (
+    Rule("ratio-near-one", "A / (A + C) (A >= 0, C > 0 a constant) differentiates in A into two terms of "
+         "1 / (A + C) that cancel where A >> C; 1 - C / (A + C) there does not", ratio_near_one),
+), opaque=(ir.Where, sp.core.relational.Relational))
 
 
 def optimize(expr: sp.Expr, rules=STABILITY, fired: list[Fired] | None = None) -> sp.Expr:

@@ -58,6 +58,37 @@ def one_minus_ratio(e, ctx):
     return None
 
 
+
+def ratio_near_one(e, ctx):
+    """m A / (A + C) -> m where(A > C, 1 - C / (A + C), A / (A + C)) for A >= 0 reading a
+    tensor and C > 0 free of tensors (Geman-McClure's d**2 / (d**2 + s**2)).
+
+    The quotient rule differentiates A / D in A as 1 / D - A / D**2, two terms of 1 / D that
+    cancel to C / D**2 where A >> C (in float32 0 or 3x off at d = 1e4); 1 - C / D has that
+    derivative at once.  Where A <= C the written form (1 - C / D would cancel there).  Not
+    inside a compiler-made select or a relation (RATIO_REWRITES leaves them opaque): one-minus-ratio's
+    1 - A / D is already taken apart there."""
+    if not isinstance(e, sp.Mul):
+        return None
+    factors = sp.Mul.make_args(e)
+    for den in factors:
+        if not (isinstance(den, sp.Pow) and den.exp == -1 and isinstance(den.base, sp.Add)):
+            continue
+        d = den.base
+        c = sp.Add(*[a for a in d.args if not _has_tensor(a, ctx) and not a.has(ir.TensorOp)])
+        a = d - c
+        if c == 0 or a == 0 or a not in factors or not _has_tensor(a, ctx):
+            continue
+        if not (ctx.ranges.nonneg(a) and (c.is_number and c.is_positive or not c.is_number and ctx.ranges.positive(c))):
+            continue
+        rest = list(factors)
+        rest.remove(den)
+        rest.remove(a)
+        near = sp.Mul(-1, c * den - 1, evaluate=False)  # 1 - C / D
+        far = sp.Mul(a, den, evaluate=False)
+        return sp.Mul(ir.Where(sp.StrictGreaterThan(a, c), near, far), *rest)
+    return None
+
 def _selected(sel, axis, ctx):
     """x of where(index(A) == index(axis), x, 0) (written as a Piecewise or a Where) when A is
     the axis `axis` was renamed from, or the other way round: the condition then holds at
