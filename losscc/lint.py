@@ -38,15 +38,70 @@ def _at(e, t, value) -> bool | None:
     return _zero(v)
 
 
+def _enclosed(e, top, out: dict) -> None:
+    """Each Piecewise of e -> its largest elementwise enclosure below `top`: the formula around
+    it up to the nearest tensor operation (a reduction, a gather), or the loss."""
+    if isinstance(e, sp.Piecewise):
+        out.setdefault(e, top)
+    if e.is_Atom:
+        return
+    opens = isinstance(e, ir.TensorOp) and not isinstance(e, ir.Size)
+    for a in e.args:
+        _enclosed(a, a if opens else top, out)
+
+
+def _linear_symbol(lhs):
+    """A symbol lhs is linear in with a number for its coefficient (x in x - y), or None."""
+    for s in sorted(lhs.free_symbols, key=str):
+        k = lhs.diff(s)
+        if k.is_number and k != 0:
+            return s
+    return None
+
+
+def _boundary_change(around, node, a, b, cond):
+    """(does the value jump, does the slope jump) across lhs = rhs where `node` switches from
+    branch a (where `cond` holds) to b, with `around` the formula holding it; None where
+    undecided."""
+    lhs, rhs = cond.args
+    t = sp.Dummy("t", real=True)
+    fa, fb = around.xreplace({node: a}), around.xreplace({node: b})
+    if sp.count_ops(fa) > _MAX_OPS or sp.count_ops(fb) > _MAX_OPS or not all(_elementwise(x) for x in (fa, fb)):
+        return None, None
+    if lhs.free_symbols and (fa.xreplace({lhs: t}).has(*lhs.free_symbols)
+                             or fb.xreplace({lhs: t}).has(*lhs.free_symbols)):
+        s = _linear_symbol(lhs)  # the formula uses lhs's parts: move along one of them
+        if s is None:
+            return None, None
+        at = s + (t - lhs) / lhs.diff(s)  # lhs = t there
+        fa, fb = fa.xreplace({s: at}), fb.xreplace({s: at})
+    else:
+        fa, fb = fa.xreplace({lhs: t}), fb.xreplace({lhs: t})
+    jump = _at(fa - fb, t, rhs)
+    if not jump:
+        return (None if jump is None else True), None
+    # each branch's slope from its own side (a holds below the boundary for < and <=):
+    # abs(t) has slope -1 and 1 there, not sign(0) = 0 on both
+    u, s = sp.Dummy("u", positive=True), 1 if isinstance(cond, (sp.StrictLessThan, sp.LessThan)) else -1
+    try:
+        da, db = sp.diff(fa, t), sp.diff(fb, t)
+        gap = da.xreplace({t: rhs - s * u}) - db.xreplace({t: rhs + s * u})
+    except (ValueError, TypeError):  # an unevaluated derivative SymPy cannot move: undecided
+        return False, None
+    same = bounded.one_sided_zero(gap, u, 0) if not gap.has(sp.Derivative) else None
+    return False, (None if same is None else not same)
+
+
 def continuity(prog: Program) -> list[Diagnostic]:
+    """W301 where the loss jumps across a branch boundary, W302 where its slope does: the
+    branches are compared inside their elementwise enclosure (a factor that is 0 on the
+    boundary, `u**2 * where(u < 0, a, b)`, makes no jump), else alone."""
     spec = prog.spec
     where = spec.bindings[-1].loc
     out: list[Diagnostic] = []
-    seen = set()
-    for node in sp.preorder_traversal(prog.loss):
-        if not isinstance(node, sp.Piecewise) or node in seen:
-            continue
-        seen.add(node)
+    around: dict = {}
+    _enclosed(prog.loss, prog.loss, around)
+    for node, top in around.items():
         pairs = list(node.args)
         for k in range(len(pairs) - 1):
             cond = pairs[k].cond
@@ -58,18 +113,15 @@ def continuity(prog: Program) -> list[Diagnostic]:
                 continue
             if not all(_elementwise(x) for x in (a, b, lhs, rhs)):
                 continue
-            t = sp.Dummy("t")
-            fa, fb = a.xreplace({lhs: t}), b.xreplace({lhs: t})
-            if lhs.free_symbols and (fa.has(*lhs.free_symbols) or fb.has(*lhs.free_symbols)):
-                continue  # the branches use lhs's parts separately: no single boundary variable
+            jump, kink = _boundary_change(top, node, a, b, cond)
+            if jump is None:
+                jump, kink = _boundary_change(node, node, a, b, cond)
             boundary = f"{formula_text(lhs)} = {formula_text(rhs)}"
-            jump = _at(fa - fb, t, rhs)
-            if jump is False:
+            if jump:
                 out.append(Diagnostic(Location(spec.path, where.line, where.col), "W301",
                                       f"the loss is discontinuous at {boundary}: "
                                       f"{formula_text(a)} and {formula_text(b)} differ there", "warning"))
-                continue
-            if jump and _at(sp.diff(fa, t) - sp.diff(fb, t), t, rhs) is False:
+            elif kink:
                 out.append(Diagnostic(Location(spec.path, where.line, where.col), "W302",
                                       f"the first derivative jumps at {boundary} (a kink): "
                                       f"{formula_text(a)} and {formula_text(b)}", "warning"))

@@ -204,3 +204,20 @@ def test_a_backend_gap_excuses_that_backend_only():
     other = f.replace("d/dweight", "d/dfeatures")
     assert known_gaps.unexplained("arcface", [other], "jax") == [other]
     assert known_gaps.stale("arcface", [], "jax") == [("extreme_features_1e+18", "gradient d/dweight")]
+
+
+@pytest.mark.parametrize("formula, want", [
+    ("u = y - x\n  loss = abs(0.25 - where(u < 0, 1.0, 0.0)) * u**2", []),       # u**2 is 0 at the jump
+    ("u = y - x\n  loss = abs(0.25 - where(u < 0, 1.0, 0.0)) * (u**2 + 1)", ["W301"]),
+    ("u = y - x\n  loss = abs(0.25 - where(u < 0, 1.0, 0.0)) * abs(u)", ["W302"]),  # pinball: a kink
+    ("u = y - x\n  loss = sum(where(u < 0, 1.0, 0.0) * u**2, axis=N) + where(u < 0, 1.0, 0.0)", ["W301"]),
+])
+def test_continuity_is_judged_in_the_formula_around_the_select(formula, want):
+    """A select whose branches differ at the boundary makes no jump where the formula around
+    it (up to a reduction) multiplies it by something that is 0 there (a new user's
+    pinball-weighted square had a W301 that was false)."""
+    from losscc.lint import continuity
+    text = ("name: q\nsummary: s.\ninputs:\n  x: {dtype: float, shape: [N]}\n  y: {dtype: float, shape: [N]}\n"
+            f"formula: |\n  {formula}\n")
+    got = [w.code for w in continuity(build_program(spec_from_text(text, "q.yaml")))]
+    assert got == want
