@@ -9,7 +9,9 @@ functions here instead, whose cost is linear in the tree or capped:
   (``deg(a + b) = max``, ``deg(a * b) = sum``, ``deg(a**k) = k * deg(a)``), never expanding;
 * :func:`is_zero` -- exact expansion only for small low-degree polynomials, otherwise
   numeric evaluation at fixed points at 40 digits (an identity test: a nonzero analytic
-  expression is nonzero at generic points); ``None`` when it cannot tell.
+  expression is nonzero at generic points); ``None`` when it cannot tell;
+* :func:`substitute` -- values put into a tree node by node, stopping at the first number
+  beyond 1e300 (where SymPy's evaluation of the next function may not end).
 """
 
 from __future__ import annotations
@@ -71,12 +73,50 @@ def has_symbolic_denominator(e: sp.Expr) -> bool:
                for n in sp.preorder_traversal(e))
 
 
+MAX_MAGNITUDE = sp.Float(1e300)  # a number beyond it stops a substitution (its next function may not end)
+
+
+def substitute(e: sp.Expr, values: dict) -> sp.Expr | None:
+    """e with `values` put in, node by node, children first; each node that becomes a number
+    is evaluated at EVAL_DIGITS at once, and None is returned as soon as one is beyond
+    MAX_MAGNITUDE or cannot be evaluated.  SymPy's own substitution evaluates the whole
+    tree at once: expm1 of expm1 of ... of 1.3, five deep, asks mpmath for log(2) to
+    10**117000 digits and does not end; tanh of exp(exp(23)) allocates gigabytes."""
+    memo: dict = {}
+
+    def walk(n):
+        got = memo.get(n)
+        if got is not None:
+            return got
+        if n.is_Atom:
+            out = values.get(n, n)
+        else:
+            args = tuple(walk(a) for a in n.args)
+            out = n if args == n.args else n.func(*args)
+            if isinstance(out, sp.Expr) and out.is_number and not out.is_Atom:
+                out = sp.N(out, EVAL_DIGITS)
+            if isinstance(out, sp.Expr) and out.is_number and out.is_finite is not False:
+                re, im = out.as_real_imag()
+                if not (abs(re) <= MAX_MAGNITUDE and abs(im) <= MAX_MAGNITUDE):
+                    raise OverflowError("beyond the substitution's magnitude")
+        memo[n] = out
+        return out
+
+    try:
+        return walk(e)
+    except (TypeError, ValueError, OverflowError, ArithmeticError, RecursionError, AttributeError):
+        return None
+
+
 def _numeric(e: sp.Expr, point: tuple[float, ...]) -> complex | None:
     syms = sorted(e.free_symbols, key=lambda s: s.name)
     values = {s: sp.Float(point[k % len(point)] + 0.01 * (k // len(point)), EVAL_DIGITS)
               for k, s in enumerate(syms)}
+    put = substitute(e, values)
+    if put is None:
+        return None
     try:
-        v = complex(sp.N(e.xreplace(values), EVAL_DIGITS))
+        v = complex(sp.N(put, EVAL_DIGITS))
     except (TypeError, ValueError, OverflowError, ArithmeticError, RecursionError):
         return None
     if v != v or abs(v) == float("inf"):
@@ -115,9 +155,32 @@ def one_sided_zero(e: sp.Expr, t: sp.Symbol, value: sp.Expr) -> bool | None:
         return None
     verdicts = []
     for p in POINTS:
-        vals = [_numeric(e.xreplace({t: value + sp.Float(h, EVAL_DIGITS)}), p) for h in ("1e-12", "1e-24")]
+        moved = [substitute(e, {t: value + sp.Float(h, EVAL_DIGITS)}) for h in ("1e-12", "1e-24")]
+        vals = [None if m is None else _numeric(m, p) for m in moved]
         if None in vals:
             return None
         a, b = (abs(v) for v in vals)
         verdicts.append(a < 1e-6 and b < 1e-6 and b <= a)
     return all(verdicts) if all(verdicts) or not any(verdicts) else None
+
+
+_NOT_REAL = (sp.zoo, sp.nan, sp.oo, -sp.oo, sp.I)
+
+
+def non_real(expr: sp.Expr):
+    """The first constant in `expr` that is not a real number (complex infinity, NaN, an
+    infinity, the imaginary unit) or not a float (beyond 1e300: `where(c, 1e30, x)**64`),
+    or None; a walk of the DAG, each node once."""
+    seen: set = set()
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if e in seen:
+            continue
+        seen.add(e)
+        if e.is_Atom:
+            if any(e is c or e == c for c in _NOT_REAL) or e.is_Float and not abs(e) < MAX_MAGNITUDE:
+                return e
+            continue
+        stack.extend(e.args)
+    return None

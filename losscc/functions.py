@@ -92,9 +92,10 @@ def mp_log1p(x):
     return mp_log(1 + x) if x <= -1 else mpmath.log1p(x)
 
 
-# beyond every float's range: exp, its relatives and the periodic functions cost time in the
-# digits of such an argument (sin(exp(exp(exp(20)))) computed pi to 10**8 digits), and a
-# float argument there is infinite, so they take the value at the infinity
+# beyond every float's range: exp, its relatives, tanh, erf and the periodic functions cost
+# time or memory in the digits of such an argument (sin(exp(exp(exp(20)))) computed pi to
+# 10**8 digits, tanh(exp(exp(23))) allocated gigabytes), and a float argument there is
+# infinite, so they take the value at the infinity
 HUGE = mpmath.mpf(2) ** 1100
 
 
@@ -182,9 +183,9 @@ FUNCTIONS: tuple[Function, ...] = (
     _unary("softplus", ir.softplus, mp_softplus, "log(1 + exp(x)), without overflow", range_=_NONNEG),
     _sugar("log_sigmoid", "log_sigmoid(x)", "elementwise", "log(sigmoid(x)), finite for any x",
            lambda x: -ir.softplus(-x), "-softplus(-x)"),
-    _unary("tanh", sp.tanh, mpmath.tanh, "hyperbolic tangent", range_=Range(bounded="yes")),
+    _unary("tanh", sp.tanh, _capped(mpmath.tanh, mpmath.mpf), "hyperbolic tangent", range_=Range(bounded="yes")),
     _unary("cosh", sp.cosh, _capped(mpmath.cosh, lambda s: mpmath.inf), "hyperbolic cosine"),
-    _unary("erf", sp.erf, mpmath.erf, "error function, 2 / sqrt(pi) * integral of exp(-t**2) from 0 to x",
+    _unary("erf", sp.erf, _capped(mpmath.erf, mpmath.mpf), "error function, 2 / sqrt(pi) * integral of exp(-t**2) from 0 to x",
            range_=Range(bounded="yes")),
     _unary("cos", sp.cos, _capped(mpmath.cos, lambda s: _NAN), "cosine (x in radians)", range_=Range(bounded="yes")),
     _unary("sin", sp.sin, _capped(mpmath.sin, lambda s: _NAN), "sine (x in radians)", range_=Range(bounded="yes")),

@@ -41,8 +41,8 @@ def _pow_guard(e, ctx):
         return None
     if not ex.is_Number and _integer_valued(ex, ctx.prog):
         return None  # x ** C with C an axis size or an int parameter: a polynomial
-    if isinstance(base, (sp.Piecewise, ir.Where, ir.StopGradient)):
-        return None
+    if isinstance(base, (sp.Piecewise, ir.Where, ir.StopGradient)) or base.is_number:
+        return None  # a number's power: no gradient flows into its base
     pos = sp.Gt(base, 0, evaluate=False)
     return ir.Where(pos, sp.Pow(ir.Where(pos, base, 1), ex), sp.Pow(ir.StopGradient(base), ex))
 

@@ -154,6 +154,8 @@ def decided(c):
     try:
         out = c.replace(lambda n: isinstance(n, sp.Function) and n.is_number and not isinstance(n, sp.Piecewise),
                         lambda n: sp.Float(n.evalf(30), 30))
+        if isinstance(out, sp.Rel):  # built unevaluated (0 > 0 of a guard): evaluated now
+            out = out.func(*out.args)
     except (TypeError, ValueError):  # pragma: no cover - a function SymPy cannot evaluate
         return c
     return out if out in (sp.true, sp.false) else c

@@ -32,7 +32,9 @@ def _zero(e) -> bool | None:
 
 def _at(e, t, value) -> bool | None:
     """Is e zero at t = value (as a one-sided limit where plain substitution gives 0 * log 0)?"""
-    v = e.subs(t, value)
+    v = bounded.substitute(e, {t: value})
+    if v is None:
+        return None
     if v.has(sp.nan, sp.zoo, sp.oo, -sp.oo):
         return bounded.one_sided_zero(e, t, value)
     return _zero(v)
@@ -53,7 +55,10 @@ def _enclosed(e, top, out: dict) -> None:
 def _linear_symbol(lhs):
     """A symbol lhs is linear in with a number for its coefficient (x in x - y), or None."""
     for s in sorted(lhs.free_symbols, key=str):
-        k = lhs.diff(s)
+        try:
+            k = lhs.diff(s)
+        except (AttributeError, TypeError, ValueError, NotImplementedError):  # a select of the IR
+            return None
         if k.is_number and k != 0:
             return s
     return None
@@ -64,6 +69,8 @@ def _boundary_change(around, node, a, b, cond):
     branch a (where `cond` holds) to b, with `around` the formula holding it; None where
     undecided."""
     lhs, rhs = cond.args
+    if not (isinstance(lhs, sp.Expr) and isinstance(rhs, sp.Expr)):
+        return None, None
     t = sp.Dummy("t", real=True)
     fa, fb = around.xreplace({node: a}), around.xreplace({node: b})
     if sp.count_ops(fa) > _MAX_OPS or sp.count_ops(fb) > _MAX_OPS or not all(_elementwise(x) for x in (fa, fb)):
@@ -86,7 +93,7 @@ def _boundary_change(around, node, a, b, cond):
     try:
         da, db = sp.diff(fa, t), sp.diff(fb, t)
         gap = da.xreplace({t: rhs - s * u}) - db.xreplace({t: rhs + s * u})
-    except (ValueError, TypeError):  # an unevaluated derivative SymPy cannot move: undecided
+    except (ValueError, TypeError, AttributeError, NotImplementedError):  # undecided
         return False, None
     same = bounded.one_sided_zero(gap, u, 0) if not gap.has(sp.Derivative) else None
     return False, (None if same is None else not same)
@@ -113,9 +120,12 @@ def continuity(prog: Program) -> list[Diagnostic]:
                 continue
             if not all(_elementwise(x) for x in (a, b, lhs, rhs)):
                 continue
-            jump, kink = _boundary_change(top, node, a, b, cond)
-            if jump is None:
-                jump, kink = _boundary_change(node, node, a, b, cond)
+            try:  # a lint: a boundary SymPy cannot move along is not reported
+                jump, kink = _boundary_change(top, node, a, b, cond)
+                if jump is None:
+                    jump, kink = _boundary_change(node, node, a, b, cond)
+            except (AttributeError, TypeError, ValueError, NotImplementedError, ArithmeticError):
+                continue
             boundary = f"{formula_text(lhs)} = {formula_text(rhs)}"
             if jump:
                 out.append(Diagnostic(Location(spec.path, where.line, where.col), "W301",

@@ -247,6 +247,9 @@ class OperatorLowering:
 
     def _lower_Where(self, e) -> tuple[str, int]:
         c, a, b = e.args
+        decided = ir.decided(c)  # a guard's condition on numbers alone (0 > 0 of 0**p)
+        if decided is sp.true or decided is sp.false:
+            return self.emit(a if decided is sp.true else b)
         return self.where(c, a, b), ATOM
 
     def _lower_ITE(self, e) -> tuple[str, int]:  # SymPy's form of "condition on a where"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import sympy as sp
 
-from . import functions, ir, limits
+from . import bounded, functions, ir, limits
 from .convert import Converter
 from .errors import Collector, SpecError
 from .spec import Spec
@@ -173,6 +173,14 @@ def build_program(spec: Spec) -> Program:
             # the inlined loss recursively
             out.error(b.loc.line, b.loc.col, "E104", f"formula exceeds the limit 'tree_depth' "
                       f"({limits.MAX_TREE_DEPTH} levels of nesting after inlining the bindings)")
+            out.raise_if_errors()
+        bad = None if res is None else bounded.non_real(res[0])
+        if bad is not None:  # SymPy folds 1 / where(c, t, 0) into where(c, 1 / t, zoo)
+            out.error(b.loc.line, b.loc.col, "E207" if bad is sp.zoo else "E203",
+                      "division by zero in a branch of a where (1 / 0 folded to complex infinity)" if bad is sp.zoo
+                      else f"a part of the formula folds to {bad}, which is not a real number" if not bad.is_Float
+                      else "a part of the formula folds to a constant beyond 1e300 (a power of a where "
+                           "distributes into its branches)")
             out.raise_if_errors()
         if res is not None:
             env[b.name] = res

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from . import ir
+from . import bounded, ir
 from .parse import TType
 from .passes import Bundle, Context, Rule, run
 
@@ -77,7 +77,11 @@ def _defaults(prog) -> dict:
 def _substitute_defaults(e, ctx: Context):
     if e is None:
         return None
-    return ir.real_parts(e.xreplace(_defaults(ctx.prog)))  # the IR folds operators of constants
+    try:  # the IR folds operators of constants
+        out = ir.real_parts(e.xreplace(_defaults(ctx.prog)))
+    except (TypeError, ValueError, ArithmeticError):  # a comparison SymPy cannot build (NaN)
+        return None
+    return None if bounded.non_real(out) is not None else out  # 1 / 0: the general code serves
 
 
 OPTIONAL_DEFAULTS = Bundle("optional-defaults", (
@@ -147,9 +151,10 @@ def _strip_mask(e, masks):
 def _at_zero(loss, p: sp.Symbol):
     """loss at p = 0, or None where SymPy cannot build it (log(p) > 0 is a comparison of zoo)."""
     try:
-        return ir.real_parts(loss.xreplace({p: sp.Integer(0)}))
-    except (TypeError, ValueError):
+        out = ir.real_parts(loss.xreplace({p: sp.Integer(0)}))
+    except (TypeError, ValueError, ArithmeticError):
         return None
+    return None if bounded.non_real(out) is not None else out
 
 
 def specialise_values(ctx: Context, general, rerun):
