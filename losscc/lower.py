@@ -300,7 +300,7 @@ class Lowerer(OperatorLowering):
         v = float(e)
         text = repr(v)
         if self.b.wrap_scalars and not _is_f32_exact(v):
-            return self.b.scalar.format(value=text, dtype=self.dtype()), ATOM
+            return self.wrapped(text)
         return text, ATOM if v >= 0 else UNARY
 
     _lower_NumberSymbol = _lower_Number  # pi, E

@@ -14,7 +14,7 @@ import re
 import sympy as sp
 
 from . import functions, fusion, ir
-from .operands import ATOM, CMP, MUL, TERNARY, analyse
+from .operands import ATOM, CMP, MUL, TERNARY, UNARY, analyse
 from .shapes import canonical_shape, plain_shape, pos_expr
 from .ttype import TType
 
@@ -99,14 +99,21 @@ class OperatorLowering:
             first_scalar = False
         return code
 
+    def wrapped(self, text: str) -> tuple[str, int]:
+        """A number as a tensor of the dtype (a wrapping backend), negated outside: MindSpore's
+        graph mode computes the minus of a literal `-1.17` in float32 (-1.1699999570846558 in
+        float64 arithmetic), and `-ms.Tensor(1.17, dtype)` exactly."""
+        if text.startswith("-"):
+            return "-" + self.b.scalar.format(value=text[1:], dtype=self.dtype()), UNARY
+        return self.b.scalar.format(value=text, dtype=self.dtype()), ATOM
+
     def _lower_Clip(self, e) -> tuple[str, int]:
         x, lo, hi = e.args
         lo_c, hi_c = self.value(lo), self.value(hi)
         literal = [bool(_NUMBER.fullmatch(c)) for c in (lo_c, hi_c)]
         if self.b.wrap_scalars and literal[0] != literal[1]:
             # one bound a tensor, the other a Python number: a wrapping backend's clip may take neither mix
-            lo_c, hi_c = (self.b.scalar.format(value=c, dtype=self.dtype()) if lit else c
-                          for c, lit in zip((lo_c, hi_c), literal))
+            lo_c, hi_c = (self.wrapped(c)[0] if lit else c for c, lit in zip((lo_c, hi_c), literal))
         return self.call("clip", x=self.value(x), lo=lo_c, hi=hi_c)
 
     def _lower_Piecewise(self, e: sp.Piecewise) -> tuple[str, int]:

@@ -246,3 +246,21 @@ def test_a_zero_specialisation_that_sympy_makes_complex_infinity(tmp_path):
           loss = log(one ** 1.5) + x
     """, "zero_split")
     _check(spec, "paddle", [case(spec, {"N": (3,)}, seed=16)], tmp_path)
+
+
+def test_negative_literals_keep_float64_in_mindspore_graph_mode():
+    """clip(t, -1.17, 1.5): `ms.Tensor(-1.17, dtype)` under ms.jit is -1.1699999570846558 in
+    float64 (the minus of the literal is computed in float32; 1e-8 relative off); the code
+    now negates the tensor, `-ms.Tensor(1.17, dtype)` (found by the fuzzer, seed 61206)."""
+    from pathlib import Path
+    pytest.importorskip("mindspore")
+    spec = spec_of("""
+        name: negative_literals
+        summary: s.
+        inputs:
+          t: {dtype: float, shape: [N, C]}
+        formula: |
+          loss = logsumexp(clip(t, -1.17, 1.5), axis=C) + max(t, axis=C) * -0.3
+    """, "negative_literals")
+    rows = verify.run([spec], ("mindspore",), dtypes=("float64",), modes=("graph",), root=Path("."))
+    assert rows and all(r.ok for r in rows), [r.failures[:2] for r in rows]
