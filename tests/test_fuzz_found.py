@@ -264,3 +264,37 @@ def test_negative_literals_keep_float64_in_mindspore_graph_mode():
     """, "negative_literals")
     rows = verify.run([spec], ("mindspore",), dtypes=("float64",), modes=("graph",), root=Path("."))
     assert rows and all(r.ok for r in rows), [r.failures[:2] for r in rows]
+
+
+def test_a_gradient_that_is_exactly_zero_is_zero_in_the_reference():
+    """-log_softmax(x)[y] + sum(one_hot(y, C) * log_softmax(x)) is 0 for every x: beside an
+    ignored label and terms of size 1, its central differences left noise of 1e-92 (1e-112
+    refined), and verify held the code's exact 0 to it (relative error 1; found by the
+    fuzzer, seed 61206, this spec and case as it saved them)."""
+    from losscc.parse import build_program
+    from losscc.reference import reference
+    spec = spec_of("""
+        name: fuzzed
+        summary: A fuzzed loss.
+        inputs:
+          grad: {dtype: float, shape: [N, C, "*D"]}
+          scale: {dtype: float, shape: [N, "*D"]}
+          d: {dtype: float, shape: [N, "*D"]}
+          t: {dtype: float, shape: [N, "*D"]}
+          input: {dtype: float, shape: [N, "*D"], domain: "(0, 1)"}
+          value: {dtype: int, shape: [N, "*D"], domain: "[0, C)", ignore: w}
+        params:
+          logp: {default: 0.73, min: 0.0}
+          w: {default: -100}
+        formula: |
+          z = -log_softmax(grad, axis=C)[value] + sum(one_hot(value, C) * log_softmax(grad, axis=C), axis=C)
+          half = ((((sqrt(sigmoid(sigmoid((input))))) + z) + scale) + d) + t
+        reductions:
+          mean: {denominator: input}
+        reduction: none
+    """, "fuzzed")
+    inputs = {"grad": np.array([[0.21875, 3.84375], [-0.28125, 0.796875]]), "scale": np.array([-1.9375, -0.015625]),
+              "d": np.array([1.859375, 1.03125]), "t": np.array([0.359375, 1.515625]),
+              "input": np.array([0.484375, 0.671875]), "value": np.array([0, -100])}
+    r = reference(build_program(spec), inputs, {"logp": 0.73, "w": -100}, {}, ["grad", "scale"])
+    assert np.all(r.grads["grad"] == 0) and list(r.grads["scale"]) == [1, 0], r.grads

@@ -77,6 +77,12 @@ def _check_inputs(input, target):
         )
 
 
+def _log(x):
+    """The natural logarithm in float64: the float32 kernel is off by up to 1.4e-6 absolute
+    (3e-5 relative near 1), the float64 one to an ulp."""
+    return ops.cast(ops.log(ops.cast(x, ms.float64)), x.dtype)
+
+
 def kld(input, target, *, reduction="mean"):
     """Kullback-Leibler divergence of probability tensors, as keras.losses.KLDivergence.
 
@@ -99,7 +105,7 @@ def kld(input, target, *, reduction="mean"):
     B = tuple(input.shape[0:-1])
     t = ops.clamp(target, ms.Tensor(1e-07, dtype), ms.Tensor(1, dtype))
     q = ops.clamp(input, ms.Tensor(1e-07, dtype), ms.Tensor(1, dtype))
-    loss = ops.sum(t * ops.log(t / q), -1, keepdim=True)
+    loss = ops.sum(t * _log(t / q), -1, keepdim=True)
     if reduction == "none":
         result = ops.reshape(loss, B)
     elif reduction == "sum":

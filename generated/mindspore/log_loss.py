@@ -84,6 +84,12 @@ def _check_inputs(input, label):
         )
 
 
+def _log(x):
+    """The natural logarithm in float64: the float32 kernel is off by up to 1.4e-6 absolute
+    (3e-5 relative near 1), the float64 one to an ulp."""
+    return ops.cast(ops.log(ops.cast(x, ms.float64)), x.dtype)
+
+
 def log_loss(input, label, *, epsilon=0.0001, reduction="none"):
     """Log loss of probabilities with epsilon inside the logarithms, as
     paddle.nn.functional.log_loss.
@@ -107,7 +113,7 @@ def log_loss(input, label, *, epsilon=0.0001, reduction="none"):
         label = ops.cast(label, ms.float32)
     dtype = input.dtype
     epsilon = ms.Tensor(epsilon, dtype)
-    loss = -(label * ops.log(epsilon + input)) - (1 - label) * ops.log(
+    loss = -(label * _log(epsilon + input)) - (1 - label) * _log(
         epsilon + ops.clamp(1 - input, min=0)
     )
     if reduction == "none":
