@@ -92,10 +92,16 @@ def substitute(e: sp.Expr, values: dict) -> sp.Expr | None:
             out = values.get(n, n)
         else:
             args = tuple(walk(a) for a in n.args)
-            out = n if args == n.args else n.func(*args)
+            if args == n.args:
+                out = n
+            elif all(isinstance(a, sp.Expr) and a.is_number for a in args) and isinstance(n, sp.Expr):
+                with sp.evaluate(False):  # 9**(9**9) is not built as an exact integer
+                    out = n.func(*args)
+            else:
+                out = n.func(*args)
             if isinstance(out, sp.Expr) and out.is_number and not out.is_Atom:
                 out = sp.N(out, EVAL_DIGITS)
-            if isinstance(out, sp.Expr) and out.is_number and out.is_finite is not False:
+            if isinstance(out, sp.Expr) and out.is_number and out.is_finite:  # not zoo, NaN
                 re, im = out.as_real_imag()
                 if not (abs(re) <= MAX_MAGNITUDE and abs(im) <= MAX_MAGNITUDE):
                     raise OverflowError("beyond the substitution's magnitude")

@@ -174,13 +174,18 @@ def _default(spec, name: str) -> str:
 
 
 def late_required(spec, d: DropIn) -> list[str]:
-    """Required inputs that get a default of None because an earlier one has an alias."""
+    """Required inputs that get a default of None because an earlier one has an alias, or
+    because an optional input comes before them in ``inputs:`` (the class's call keeps that
+    order, and a parameter without a default cannot follow one with a default)."""
     aliased = {a for a, _ in d.aliases}
     required = [i.name for i in spec.inputs if not i.optional]
     for k, n in enumerate(required):
         if n in aliased:
             return required[k:]
-    return []
+    if not (d.function or d.aliases):
+        return []  # the class's call takes the required inputs first (forward_params)
+    first_optional = next((k for k, i in enumerate(spec.inputs) if i.optional), len(spec.inputs))
+    return [i.name for i in spec.inputs[first_optional:] if not i.optional]
 
 
 def signature(spec, backend: str) -> list[str]:
@@ -252,12 +257,14 @@ def _input_aliases(spec, d: DropIn) -> list[str]:
 
 
 def forward_params(spec, backend: str) -> list[str]:
-    """The class's call: the inputs in the order of ``inputs:``, then the library's keywords
+    """The class's call: the inputs in the order of ``inputs:`` (a spec without drop-in
+    signatures: the required ones first, as in the function), then the library's keywords
     for them (``loss(input=x, label=y)``), keyword-only and passed on to the function, which
     resolves them."""
     d = of(spec, backend)
     late = set(late_required(spec, d))
-    out = [i.name if not i.optional and i.name not in late else f"{i.name}=None" for i in spec.inputs]
+    ordered = spec.inputs if d.function or d.aliases else sorted(spec.inputs, key=lambda i: i.optional)
+    out = [i.name if not i.optional and i.name not in late else f"{i.name}=None" for i in ordered]
     kw = [f"{alias}=None" for alias in _input_aliases(spec, d)]
     return out + (["*"] + kw if kw else [])
 

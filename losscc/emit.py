@@ -12,6 +12,7 @@ configured specs folder, when it has specs), so it never imports a missing modul
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
 import os
@@ -220,7 +221,9 @@ def compile_spec(spec: Spec, backend: Backend, prepared=None) -> str:
     written = [f"{b.name} = {' '.join(b.text.split())}" for b in spec.bindings]
     context = module_context(spec, backend)
     context["custom"] = custom_context(prep, backend, low.helpers)  # the symbolic backward, where chosen
-    return render_module(low, spec.path, written, context)
+    source = render_module(low, spec.path, written, context)
+    ast.parse(source)  # a module that would not import is a compiler bug (E900), not a file to write
+    return source
 
 
 def internal_error(spec: Spec, exc: Exception) -> Diagnostic:

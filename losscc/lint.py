@@ -108,12 +108,15 @@ def continuity(prog: Program) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     around: dict = {}
     _enclosed(prog.loss, prog.loss, around)
+    tensors = {i.name for i in spec.inputs} | {lr.name for lr in spec.learnable}
     for node, top in around.items():
         pairs = list(node.args)
         for k in range(len(pairs) - 1):
             cond = pairs[k].cond
             if not isinstance(cond, (sp.StrictLessThan, sp.LessThan, sp.StrictGreaterThan, sp.GreaterThan)):
                 continue
+            if not any(str(s) in tensors for s in cond.free_symbols):
+                continue  # a condition on hyperparameters alone: no gradient crosses it
             a, b = pairs[k].expr, pairs[k + 1].expr
             lhs, rhs = cond.args
             if any(sp.count_ops(x) > _MAX_OPS for x in (a, b, lhs, rhs)):

@@ -146,8 +146,7 @@ class Lowerer(OperatorLowering):
 
     def op(self, key: str, **operands) -> str:
         """The backend's spelling of `key` over `operands` (code), each operand made safe where
-        the spelling puts it: parenthesised when compound outside an argument position, bound
-        to a variable when a tensor operand is read twice (docs: losscc.operands)."""
+        the spelling puts it (losscc.operands)."""
         self.helper(key)
         spelling = self.b.ops.get(key)
         if spelling is not None:
@@ -250,9 +249,8 @@ class Lowerer(OperatorLowering):
         return e.free_symbols <= params
 
     def is_flag(self, c) -> bool:
-        """A condition on hyperparameters the generated code holds as Python numbers alone
-        (int and bool ones; float ones where the backend does not wrap them in tensors): a bool
-        parameter, a relation, And/Or/Not of them. A Python bool, never a tensor op's operand."""
+        """A condition on hyperparameters held as Python numbers alone (int, bool; float ones
+        a backend does not wrap): a Python bool, never a tensor op's operand."""
         if c in self.flags:
             return True
         if not isinstance(c, (sp.Rel, sp.And, sp.Or, sp.Not, sp.ITE, sp.Symbol)) or c.has(ir.TensorOp):
@@ -294,6 +292,8 @@ class Lowerer(OperatorLowering):
 
     def _lower_Integer(self, e) -> tuple[str, int]:
         v = int(e)
+        if abs(v) > 2**53:  # no framework takes a Python int past int64; a float holds it as well as any
+            return self._lower_Number(sp.Float(v))
         return str(v), ATOM if v >= 0 else UNARY
 
     def _lower_Number(self, e) -> tuple[str, int]:
@@ -356,10 +356,13 @@ class Lowerer(OperatorLowering):
         terms = list(e.args)
         # positive terms first reads naturally: "1 - x", "a + b - c". Constants (numbers and
         # hyperparameters) go last after two or more tensor terms, one of them positive, as in
-        # "x1 - x2 + eps": SymPy's order "eps + x1 - x2" loses eps in float32 when x1 == x2
+        # "x1 - x2 + eps": SymPy's order "eps + x1 - x2" loses eps in float32 when x1 == x2; with
+        # one tensor term: numbers, the tensor, then hyperparameters ("1 - p + eps", not "1 + eps - p")
         tensors = [t for t in terms if not self._constant_bound(t)]
         last = len(tensors) >= 2 and not all(_is_negative(t) for t in tensors) and len(tensors) < len(terms)
-        terms.sort(key=lambda t: (last and self._constant_bound(t), _is_negative(t)))
+        one = len(tensors) == 1 and len(terms) > 2
+        terms.sort(key=lambda t: (0 if t.is_number else 1 if t in tensors else 2) if one else
+                   (last and self._constant_bound(t), _is_negative(t)))
         out = ""
         for t in terms:
             if _is_negative(t):

@@ -100,9 +100,9 @@ class OperatorLowering:
         return code
 
     def wrapped(self, text: str) -> tuple[str, int]:
-        """A number as a tensor of the dtype (a wrapping backend), negated outside: MindSpore's
-        graph mode computes the minus of a literal `-1.17` in float32 (-1.1699999570846558 in
-        float64 arithmetic), and `-ms.Tensor(1.17, dtype)` exactly."""
+        """A number as a tensor of the dtype (a wrapping backend), negated outside the tensor:
+        a graph mode may compute the minus of a literal `-1.17` in float32 (docs/design.md,
+        entry 51), never the minus of a tensor."""
         if text.startswith("-"):
             return "-" + self.b.scalar.format(value=text[1:], dtype=self.dtype()), UNARY
         return self.b.scalar.format(value=text, dtype=self.dtype()), ATOM

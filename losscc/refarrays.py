@@ -167,15 +167,17 @@ def ieee_divide(a, b):
     return mpmath.mpf("inf") * mpmath.sign(a)
 
 
-def near_mask(a, b, tol: float) -> np.ndarray | None:
+def near_mask(a, b, tol: float, scale=None) -> np.ndarray | None:
     """Where a and b differ by at most `tol` relative, but are not equal (an exact tie has its
     convention; a near one the dtype's rounding may make a tie or swap): a bool array, or
-    None where there is none (or tol is 0, or neither is an array)."""
+    None where there is none (or tol is 0, or neither is an array).  `scale` (like a): the
+    size of the terms a side sums, where it exceeds the sides (`3x - t` at x = 0.1 and
+    t = 0.30000000000000004 is -2.8e-17 exactly, and 0 in float64 arithmetic)."""
     if tol <= 0 or not (isinstance(a, np.ndarray) or isinstance(b, np.ndarray)):
         return None
-    close = np.frompyfunc(lambda u, v: u != v and mpmath.isfinite(u) and mpmath.isfinite(v)
-                          and abs(u - v) <= tol * max(abs(u), abs(v)), 2, 1)
-    m = np.asarray(close(a, b), dtype=bool)
+    close = np.frompyfunc(lambda u, v, s: u != v and mpmath.isfinite(u) and mpmath.isfinite(v)
+                          and abs(u - v) <= tol * max(abs(u), abs(v), s), 3, 1)
+    m = np.asarray(close(a, b, 0 if scale is None else scale), dtype=bool)
     return m if m.any() else None
 
 

@@ -145,7 +145,7 @@ def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None 
             kink = np.zeros(src.shape, dtype=bool)
             for k in np.ndindex(src.shape):
                 d, kink[k], res = diff.entry(name, k)
-                g[k] = _resolved(d, res)
+                g[k] = float(d) if kink[k] else _resolved(d, res)  # a kink's slope sizes its value's condition
                 if not kink[k] and d != 0 and res > _RESOLVE * abs(d):
                     fine.append((name, k, res / abs(d)))
             grads[name] = g

@@ -53,6 +53,8 @@ _POW = np.frompyfunc(mp_pow, 2, 1)
 _SQRT = _vec(mp_sqrt)
 _SIGMOID = _vec(functions.mp_sigmoid)
 _SIGN = np.frompyfunc(lambda v: mpmath.mpf(mpmath.sign(v)), 1, 1)
+_ABS = np.frompyfunc(abs, 1, 1)
+_MAX2 = np.frompyfunc(max, 2, 1)
 
 
 class Evaluator(TensorOps):
@@ -144,12 +146,22 @@ class Evaluator(TensorOps):
         finally:
             self.learnable = saved
 
-    def _sides(self, key, a, b, cond=None) -> None:
+    def _terms(self, ev, *exprs):
+        """The largest sum of |term| over the sums among `exprs` (their values' scale before
+        cancellation), or None: only at the unperturbed point, where near ties are found."""
+        if self._freeze or not self.near_tol:
+            return None
+        sums = [functools.reduce(lambda u, v: u + v, [_ABS(ev(t)) for t in x.args]) for x in exprs
+                if isinstance(x, sp.Add)]
+        return functools.reduce(_MAX2, sums) if sums else None
+
+    def _sides(self, key, a, b, cond=None, scale=None) -> None:
         """Watch selection `key` between `a` and `b` where they are a near tie at the
-        unperturbed point (or where the relations of condition `cond` are); remember both
-        sides in every run, for the differences to compare their slopes."""
+        unperturbed point (or where the relations of condition `cond` are), relative to the
+        sides or to `scale`; remember both sides in every run, for the differences to
+        compare their slopes."""
         if not self._freeze:
-            m = near_mask(a, b, self.near_tol) if cond is None else any_of(
+            m = near_mask(a, b, self.near_tol, scale) if cond is None else any_of(
                 [self._rel_near[r] for r in sp.preorder_traversal(cond) if r in self._rel_near])
             if m is not None:
                 self.watch[key] = m
@@ -290,13 +302,15 @@ class Evaluator(TensorOps):
 
     def _eval_Abs(self, e, ev):
         x = ev(e.args[0])
+        self._sides((e, "abs"), x, -x, scale=self._terms(ev, e.args[0]))  # |3x - t| near a cancelling 0
         sign = self._fixed(e, lambda: _SIGN(x) if isinstance(x, np.ndarray) else mpmath.sign(x))
-        return sign * x
+        return self._out((e, "abs"), sign * x)
 
     def _eval_Clip(self, e, ev):
         x, lo, hi = (ev(a) for a in e.args)
-        self._sides((e, "lo"), x, lo)
-        self._sides((e, "hi"), x, hi)
+        scale = self._terms(ev, e.args[0])
+        self._sides((e, "lo"), x, lo, scale=scale)
+        self._sides((e, "hi"), x, hi, scale=scale)
         below, above = self._fixed(e, lambda: (x < lo, x > hi))
         return self._out((e, "lo"), self._out((e, "hi"), select(below, lo, select(above, hi, x))))
 
@@ -309,7 +323,7 @@ class Evaluator(TensorOps):
         out = ev(args[0])
         for k, a in enumerate(args[1:]):
             v = ev(a)
-            self._sides((e, k), out, v)
+            self._sides((e, k), out, v, scale=self._terms(ev, *args[:k + 2]))
             order = self._fixed((e, k), lambda u=out, w=v: bigger(u, w))
             tie = out if self._is_bound(a) else (out + v) / 2
             out = self._out((e, k), select(order > 0, out, select(order < 0, v, tie)))
@@ -322,7 +336,7 @@ class Evaluator(TensorOps):
 
     def _relation(self, e, ev):
         a, b = ev(e.args[0]), ev(e.args[1])
-        m = near_mask(a, b, self.near_tol)
+        m = near_mask(a, b, self.near_tol, self._terms(ev, *e.args))
         if m is not None:
             self._rel_near[e] = m
         f = RELATIONS[type(e)]

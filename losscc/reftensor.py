@@ -8,7 +8,10 @@ import mpmath
 import numpy as np
 
 from . import functions
-from .refarrays import first_max, first_min, sum_axes
+from .refarrays import first_max, first_min, ieee_divide, sum_axes
+
+_IEEE_DIVIDE = np.frompyfunc(ieee_divide, 2, 1)
+_ISNAN = np.frompyfunc(mpmath.isnan, 1, 1)
 
 _EXP = np.frompyfunc(functions.mp_exp, 1, 1)
 _LOG = np.frompyfunc(functions.mp_log, 1, 1)
@@ -103,9 +106,12 @@ class TensorOps:
     def _eval_ReduceMax(self, e, ev):
         x, dims = self._along(e, ev)
         top = np.max(x, axis=dims, keepdims=True)
+        nan_row = np.any(np.asarray(_ISNAN(x), dtype=bool), axis=dims, keepdims=True)
+        top = np.where(nan_row, mpmath.mpf("nan"), top)  # NaN propagates, as in the frameworks
         hit = self._fixed(e, lambda: np.asarray(x == top, dtype=bool))
-        # the tied entries' mean: equal to the maximum, gradient shared evenly among them
-        return sum_axes(np.where(hit, x, mpmath.mpf(0)), dims) / sum_axes(hit.astype(int), dims)
+        # the tied entries' mean: equal to the maximum, gradient shared evenly among them; a
+        # row holding NaN has no entry equal to its maximum, and its maximum is NaN
+        return _IEEE_DIVIDE(sum_axes(np.where(hit, x, mpmath.mpf(0)), dims), sum_axes(hit.astype(int), dims))
 
     def _eval_ArgMax(self, e, ev):
         x, (d,) = self._along(e, ev)

@@ -16,6 +16,7 @@ from .parse import type_of
 from .passes import Bundle, Fired, Rule, context, run
 from .rewrites_roots import power_minus_constant
 from .rewrites_sums import (
+    _has_tensor,
     difference_of_norms,
     is_one,
     logsumexp_minus_member,
@@ -70,11 +71,13 @@ def _log_sigmoid(e, ctx):
 
 
 def _one_minus_sigmoid(e, ctx):
-    if isinstance(e, sp.Add) and sp.S.One in e.args and len(e.args) == 2:
-        other = e.args[0] if e.args[1] == 1 else e.args[1]
-        x = _neg_of(other, ir.sigmoid)
-        if x is not None:
-            return ir.sigmoid(-x)
+    """1 - sigmoid(x) + rest -> sigmoid(-x) + rest (BCE's log(1 - p + eps))."""
+    if isinstance(e, sp.Add) and sp.S.One in e.args:
+        for other in e.args:
+            x = _neg_of(other, ir.sigmoid)
+            if x is not None:
+                rest = [a for a in e.args if a is not other and a != 1]
+                return sp.Add(ir.sigmoid(-x), *rest)
     return None
 
 
@@ -102,10 +105,17 @@ def _one_minus_weighted_sigmoids(e, ctx):
 
 
 def _log1p(e, ctx):
+    """log(1 + u) -> log1p(u); where u adds a constant to a tensor part (log(1 - p + eps)),
+    only where u > -1/2: log1p(eps - p) loses eps where p is near 1 (-1 in float32, and the
+    log is inf), where the written (1 - p) + eps is exact."""
     if isinstance(e, sp.log) and isinstance(e.args[0], sp.Add) and sp.S.One in e.args[0].args:
-        rest = sp.Add(*[t for t in e.args[0].args if t != 1])
-        if rest != 0:
-            return ir.log1p(rest)
+        terms = [t for t in e.args[0].args if t != 1]
+        rest = sp.Add(*terms)
+        if rest == 0:
+            return None
+        if any(t.is_number or not _has_tensor(t, ctx) for t in terms) and any(_has_tensor(t, ctx) for t in terms):
+            return ir.Where(sp.StrictGreaterThan(rest, sp.Rational(-1, 2)), ir.log1p(rest), ctx.keep(e))
+        return ir.log1p(rest)
     return None
 
 

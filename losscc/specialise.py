@@ -77,6 +77,8 @@ def _defaults(prog) -> dict:
 def _substitute_defaults(e, ctx: Context):
     if e is None:
         return None
+    if bounded.substitute(e, _defaults(ctx.prog)) is None:
+        return None  # a default makes a number beyond 1e300 (sin(exp(exp(20)))): not folded
     try:  # the IR folds operators of constants
         out = ir.real_parts(e.xreplace(_defaults(ctx.prog)))
     except (TypeError, ValueError, ArithmeticError):  # a comparison SymPy cannot build (NaN)

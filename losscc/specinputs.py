@@ -56,6 +56,10 @@ def _param(r: Reader, path: str, key: str, node: Node) -> Param | None:
         return None
     if kind != "bool" and r.number(fields["default"], f"{where}.default") is None:
         return None
+    if kind == "int" and not -2**63 <= dv < 2**63:
+        r.err(fields["default"], "E113", f"{where}.default: an int parameter must fit in int64 "
+              "(from -9223372036854775808 to 9223372036854775807)")
+        return None
     lo, lo_key = _bound(r, fields, where, ("min", "gt"))
     hi, hi_key = _bound(r, fields, where, ("max", "lt"))
     if kind == "bool" and (lo is not None or hi is not None):

@@ -95,3 +95,72 @@ def test_a_power_of_zero_and_nan_defaults_compile_and_run(tmp_path, monkeypatch,
     assert rc == 0, err
     rc, out, err = run(monkeypatch, capsys, root, "verify", "--backend", "paddle", "--mode", "eager", "specs/t.yaml")
     assert rc == 0, out + err
+
+
+# ---------------------------------------------------------------- round 7 (2026-12-06)
+
+def test_an_optional_default_that_makes_a_huge_number_is_not_folded(tmp_path):
+    """`y * sin(exp(exp(w)))` with w defaulting to 20, `w ** (w ** w)` with 9: substituting the
+    default for the call without w asked mpmath for 10**8 digits or SymPy for the exact
+    integer 9**387420489 (`generate` and `check` killed after 60 s); tanh(exp(w)) at 1e300
+    an internal error. The None variant is not made where a number would pass 1e300."""
+    root = _proj(tmp_path, names=())
+    for k, (default, formula) in enumerate((("20", "y * sin(exp(exp(w)))"), ("9", "y * w ** (w ** w)"),
+                                            ("1.0e300", "y * tanh(exp(w))"))):
+        (root / "specs" / f"t{k}.yaml").write_text(
+            f"name: t{k}\nsummary: s.\ninputs:\n  y: {{dtype: float, shape: [N]}}\n"
+            f"  w: {{dtype: float, shape: [N], optional: true, default: {default}}}\nformula: |\n  loss = {formula}\n")
+    got = _bounded_run(root, "generate", seconds=60)
+    assert got.returncode == 0, got.stderr[-2000:]
+
+
+def test_an_optional_input_before_a_required_one_gives_importable_code(tmp_path, monkeypatch, capsys):
+    """inputs x, w (optional), v made `def forward(self, x, w=None, v)`, a SyntaxError that
+    `generate` and `check` wrote and passed (exit 0)."""
+    root = _proj(tmp_path, names=())
+    (root / "specs" / "t.yaml").write_text(
+        "name: t\nsummary: s.\ninputs:\n  x: {dtype: float, shape: [N]}\n"
+        "  w: {dtype: float, shape: [N], optional: true}\n  v: {dtype: float, shape: [N]}\n"
+        "formula: |\n  loss = x * w * v\n")
+    rc, out, err = run(monkeypatch, capsys, root, "generate")
+    assert rc == 0, err
+    import ast
+    for f in (root / "generated").rglob("t.py"):
+        ast.parse(f.read_text())
+    rc, out, err = run(monkeypatch, capsys, root, "verify", "--backend", "paddle", "--mode", "eager",
+                       "--dtype", "float64", "specs/t.yaml")
+    assert rc == 0, out + err
+
+
+def test_a_row_holding_nan_has_a_nan_maximum_in_the_reference():
+    """max(sqrt(x), axis=C) over a row of negatives: no entry equals the row's maximum, and the
+    reference divided 0 by 0 (an internal error in verify and docs); the frameworks give NaN."""
+    import numpy as np
+    from losscc.parse import build_program
+    from losscc.reference import reference
+    from tests.codegen_util import spec_of
+    prog = build_program(spec_of("name: t\nsummary: s.\ninputs:\n  x: {dtype: float, shape: [N, C]}\n"
+                                 "formula: |\n  loss = max(sqrt(x), axis=C)\n"))
+    r = reference(prog, {"x": np.array([[-1.0, -2.0], [4.0, 1.0], [-1.0, 9.0]])}, {}, {})
+    got = np.asarray(r.values["none"], dtype=float)
+    assert np.isnan(got[0]) and got[1] == 2.0 and np.isnan(got[2]), got
+
+
+def test_integers_past_int64_are_refused_or_written_as_floats(tmp_path, monkeypatch, capsys):
+    """An int parameter's default of 2**63 reached the random cases (OverflowError, exit 3)
+    and the code (a SystemError in the framework); an integer constant of 10**30 was written
+    as an int literal no framework takes."""
+    root = _proj(tmp_path, names=())
+    (root / "specs" / "t.yaml").write_text(
+        "name: t\nsummary: s.\ninputs:\n  x: {dtype: float, shape: [N]}\nparams:\n"
+        "  n: {default: 9223372036854775808}\nformula: |\n  loss = where(x > n, x, 2 * x)\n")
+    rc, out, err = run(monkeypatch, capsys, root, "generate")
+    assert rc == 2 and "E113" in err and "int64" in err and "t.yaml:6:16" in err, err
+    (root / "specs" / "t.yaml").write_text(
+        "name: t\nsummary: s.\ninputs:\n  x: {dtype: float, shape: [N]}\nformula: |\n"
+        "  loss = (1000000000000000 * 1000000000000000) / x\n")
+    rc, out, err = run(monkeypatch, capsys, root, "generate")
+    assert rc == 0 and "1e+30" in (root / "generated/paddle/t.py").read_text()
+    rc, out, err = run(monkeypatch, capsys, root, "verify", "--backend", "paddle", "--mode", "eager",
+                       "--dtype", "float64", "specs/t.yaml")
+    assert rc == 0, out + err

@@ -100,3 +100,39 @@ def test_an_ill_conditioned_gradient_passes_the_norm_wise_check_by_its_condition
     rows = verify.run([spec_of(CIRCLE, "circle_loss")], ("paddle",), dtypes=("float32",), modes=("eager",),
                       root=Path("."), extreme=True)
     assert rows and all(r.ok for r in rows), [r.failures[:3] for r in rows]
+
+
+# ---------------------------------------------------------------- trial 7 (2026-12-06)
+
+def test_log_of_one_minus_p_plus_eps_keeps_its_eps():
+    """-log(1 - p + eps) (mmdet's Gaussian focal loss) became -log1p(eps - p): in float32 eps - p
+    is -1 at p = 1 and the loss inf (truth 27.63). It is log1p only where the argument is
+    above -1/2, and the written sum elsewhere, numbers and the tensor first ((1 - p) + eps)."""
+    spec = spec_of("""
+        name: t
+        summary: s.
+        inputs:
+          p: {dtype: float, shape: [N], domain: "[0, 1]"}
+        params:
+          eps: {default: 1.0e-12, gt: 0}
+        formula: |
+          loss = -log(1 - p + eps)
+    """, "t")
+    rows = verify.run([spec], ("paddle", "jax"), dtypes=("float32",), modes=("eager",), root=Path("."), extreme=True)
+    assert rows and all(r.ok for r in rows), [r.failures[:3] for r in rows]
+
+
+def test_one_minus_sigmoid_inside_a_longer_sum():
+    """log(1 - sigmoid(x) + eps) (hand-written BCE): 1 - sigmoid(x) became sigmoid(-x) only
+    in a sum of exactly two terms; at x = 20 the float32 loss was 18.42 for 18.24."""
+    spec = spec_of("""
+        name: t
+        summary: s.
+        inputs:
+          x: {dtype: float, shape: [N]}
+        params:
+          eps: {default: 1.0e-8, gt: 0}
+        formula: |
+          loss = -log(1 - sigmoid(x) + eps)
+    """, "t")
+    assert "sigmoid(-x)" in str(prepare(spec).loss)

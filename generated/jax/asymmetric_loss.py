@@ -33,8 +33,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     t_1 = sig > 0
     t_2 = target*where(t_1, where(t_1, sig, 1)**gamma_pos,
         frozen**gamma_pos)*softplus(t)
-    p = sigmoid(logits)
-    neg_p = min(1, 1 + margin - p)
+    neg_p = min(1, margin + sig)
     t_3 = 1 - neg_p
     frozen_1 = stop_gradient(t_3)
     t_4 = t_3 > 0
@@ -185,8 +184,7 @@ def asymmetric_loss(
         * jnp.where(t_1, jnp.where(t_1, sig, 1) ** gamma_pos, frozen**gamma_pos)
         * jax.nn.softplus(t)
     )
-    p = _sigmoid(logits)
-    neg_p = _clip(1 + margin - p, hi=1)
+    neg_p = _clip(margin + sig, hi=1)
     t_3 = 1 - neg_p
     frozen_1 = jax.lax.stop_gradient(t_3)
     t_4 = t_3 > 0

@@ -117,7 +117,7 @@ def wing(input, target, *, w=10.0, epsilon=2.0, reduction="mean"):
         target = jnp.astype(target, jnp.float32)
     d = _abs(input - target)
     loss = jnp.where(
-        d < w, w * jnp.log1p(d / epsilon), w * jnp.log1p(w / epsilon) + d - w
+        d < w, w * jnp.log1p(d / epsilon), d - w + w * jnp.log1p(w / epsilon)
     )
     if reduction == "none":
         result = loss

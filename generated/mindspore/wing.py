@@ -125,7 +125,7 @@ def wing(input, target, *, w=10.0, epsilon=2.0, reduction="mean"):
     w = ms.Tensor(w, dtype)
     epsilon = ms.Tensor(epsilon, dtype)
     d = ops.abs(input - target)
-    loss = ops.where(d < w, w * _log1p(d / epsilon), w * _log1p(w / epsilon) + d - w)
+    loss = ops.where(d < w, w * _log1p(d / epsilon), d - w + w * _log1p(w / epsilon))
     if reduction == "none":
         result = loss
     elif reduction == "sum":

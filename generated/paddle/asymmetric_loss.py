@@ -32,8 +32,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     frozen = stop_gradient(sig)
     t_1 = sig > 0
     t_2 = where(t_1, where(t_1, sig, 1)**gamma_pos, frozen**gamma_pos)
-    p = sigmoid(logits)
-    neg_p = min(1, 1 + margin - p)
+    neg_p = min(1, margin + sig)
     t_3 = 1 - neg_p
     frozen_1 = stop_gradient(t_3)
     t_4 = t_3 > 0
@@ -184,8 +183,7 @@ def asymmetric_loss(
         paddle.where(t_1, sig, paddle.full_like(sig, 1)) ** gamma_pos,
         frozen**gamma_pos,
     )
-    p = _sigmoid(logits)
-    neg_p = paddle.clip(1 + margin - p, max=1)
+    neg_p = paddle.clip(margin + sig, max=1)
     t_3 = 1 - neg_p
     frozen_1 = paddle.assign(t_3).detach()
     t_4 = t_3 > 0

@@ -114,7 +114,7 @@ def wing(input, target, *, w=10.0, epsilon=2.0, reduction="mean"):
     epsilon = paddle.full([], epsilon, dtype=dtype)
     d = paddle.abs(input - target)
     loss = paddle.where(
-        d < w, w * paddle.log1p(d / epsilon), w * paddle.log1p(w / epsilon) + d - w
+        d < w, w * paddle.log1p(d / epsilon), d - w + w * paddle.log1p(w / epsilon)
     )
     if reduction == "none":
         result = loss
