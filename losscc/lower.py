@@ -317,13 +317,12 @@ class Lowerer(OperatorLowering):
         return "dtype" in analyse(self.b.ops["size_value"]).slots
 
     def function_arg(self, e: sp.Expr) -> str:
-        """The argument of a function call: of axis sizes only (`log(C + 1)`), a tensor of the
-        dtype where the backend's sizes are Python ints, which its functions refuse."""
+        """A function's argument; of axis sizes only (`log(C + 1)`) a tensor of the dtype."""
         code = self.value(e)
         if _sizes_only(e) and not self.sizes_typed() and not (
                 self.b.wrap_scalars and any(not _is_f32_exact(float(n)) for n in e.atoms(sp.Float))):
             return self.op("cast", x=code, dtype=self.dtype())
-        return code
+        return self.wrapped(code)[0] if self.b.wrap_scalars and self.scalar_like(e) else code  # exp(k), k an int
 
     def _lower_And(self, e) -> tuple[str, int]:
         if self.is_flag(e):
@@ -354,10 +353,8 @@ class Lowerer(OperatorLowering):
                 return f"{self.wrap(c, MUL)} * {self.wrap(inner, MUL + 1)}", MUL
             e = sp.Add(sp.Mul(c, inner, evaluate=False), *rest, evaluate=False)
         terms = list(e.args)
-        # positive terms first reads naturally: "1 - x", "a + b - c". Constants (numbers and
-        # hyperparameters) go last after two or more tensor terms, one of them positive, as in
-        # "x1 - x2 + eps": SymPy's order "eps + x1 - x2" loses eps in float32 when x1 == x2; with
-        # one tensor term: numbers, the tensor, then hyperparameters ("1 - p + eps", not "1 + eps - p")
+        # positive terms first ("1 - x"); constants last after two or more tensor terms ("x1 - x2 + eps",
+        # not "eps + x1 - x2"); one tensor term: numbers, tensor, hyperparameters ("1 - p + eps")
         tensors = [t for t in terms if not self._constant_bound(t)]
         last = len(tensors) >= 2 and not all(_is_negative(t) for t in tensors) and len(tensors) < len(terms)
         one = len(tensors) == 1 and len(terms) > 2

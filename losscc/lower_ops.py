@@ -1,11 +1,7 @@
-"""Stage 5, continued: the IR nodes that select (max/min, clip, where, Piecewise, round and
-its kin) and the tensor operators (reductions, gathers, one_hot, sizes), as the
-``_lower_<Type>`` methods :class:`losscc.lower.Lowerer` dispatches to.
-
-The gradient conventions at ties are the operators' (:mod:`losscc.backends.operators`);
-the choice between them is made here: max/min against a bound no gradient flows into is
-a one-sided clip, between two differentiated values maximum/minimum.
-"""
+"""Stage 5, continued: the ``_lower_<Type>`` methods of :class:`losscc.lower.Lowerer` for the
+nodes that select (max/min, clip, where, Piecewise, round) and the tensor operators. Tie
+conventions are the operators' (losscc.backends.operators); max/min against a bound no
+gradient flows into is a one-sided clip, between two differentiated values maximum/minimum."""
 
 from __future__ import annotations
 
@@ -109,6 +105,8 @@ class OperatorLowering:
 
     def _lower_Clip(self, e) -> tuple[str, int]:
         x, lo, hi = e.args
+        if self.scalar_like(x):  # clip(1, a, 2): the framework's clip takes a tensor
+            x = self.filled((), x) if x.is_number else self.ones(()) * x
         lo_c, hi_c = self.value(lo), self.value(hi)
         literal = [bool(_NUMBER.fullmatch(c)) for c in (lo_c, hi_c)]
         if self.b.wrap_scalars and literal[0] != literal[1]:
@@ -135,6 +133,11 @@ class OperatorLowering:
                 and not self.is_flag(pairs[0].cond)):
             return self.op("cast", x=self.value(pairs[0].cond), dtype=self.dtype()), ATOM
         c0 = pairs[0].cond
+        if any(self.is_flag(p.cond) for p in pairs):
+            axes = self.typeof(e).axes
+            root = e is getattr(self, "root", None)
+            pairs = [sp.functions.elementary.piecewise.ExprCondPair(self.with_axes(p.expr, axes, not root), p.cond)
+                     for p in pairs]
         if len(pairs) == 2 and self.is_flag(c0):
             branched = self.flag_branch(c0, pairs[0].expr, pairs[1].expr, self.names.get(e))
             if branched is not None:
@@ -156,10 +159,8 @@ class OperatorLowering:
         return code, prec
 
     def flag_branch(self, flag, a, b, name: str | None = None) -> str | None:
-        """where(flag, a, b) on a boolean hyperparameter, when a branch needs statements of its
-        own: ``if flag: <a's statements> else: <b's>``, so the branch not taken costs nothing
-        (a ternary would compute both). Values first computed inside a branch are not reused
-        after it. Returns None when neither branch needs a statement (the ternary serves)."""
+        """where(flag, a, b) on a boolean hyperparameter as ``if flag: ... else: ...`` where a
+        branch needs statements (the branch not taken costs nothing), else None (a ternary)."""
         return self.branch_on(None, flag, a, b, name)
 
     def branch_on(self, test: str | None, flag, a, b, name: str | None = None) -> str | None:
@@ -287,6 +288,8 @@ class OperatorLowering:
         return f"{self.wrap(x, ATOM)}[{key}]", ATOM  # basic indexing, the same in every backend
 
     def _lower_StopGradient(self, e) -> tuple[str, int]:
+        if self.scalar_like(e.args[0]):  # a Python number carries no gradient (and round() takes it)
+            return self.emit(e.args[0])
         return self.call("stop_gradient", x=self.value(e.args[0]))
 
     def _lower_OneHot(self, e) -> tuple[str, int]:
@@ -325,6 +328,32 @@ class OperatorLowering:
         step = self.materialize_code(f"{later} - {before}")
         return self.call("concat", x=step, y=self.op("zeros_like", x=first), axis=pos)
 
+    def ones(self, axes) -> sp.Symbol:
+        """A tensor of ones of the dtype over `axes` (in the program's order), as a symbol."""
+        shape = canonical_shape(axes, self.prog, self.need) or plain_shape(axes, self.prog, self.need)
+        ones = sp.Symbol(self.fresh("ones"))
+        self.memo[ones] = (self.materialize_code(self.op("full", shape=shape, value="1", dtype=self.dtype())), ATOM)
+        self.prog.types[ones] = TType("float", axes)
+        return ones
+
+    def with_axes(self, x, axes, keep_zero: bool = True):
+        """x broadcast over `axes` where it lacks some (where(flag, 1.0, y) * z was [N] when flag);
+        a 0 (a term dropped) broadcasts in any sum, unless it is the loss."""
+        axes = tuple(a for a in self.prog.axes if a in axes)
+        if (keep_zero and x == 0) or set(self.typeof(x).axes) >= set(axes):
+            return x
+        if x.is_number:  # ones * x would fold back to x
+            return self.filled(axes, x)
+        return self.ones(axes) * x
+
+    def filled(self, axes, x) -> sp.Symbol:
+        """A tensor of the dtype over `axes` holding the number x, as a symbol."""
+        shape = canonical_shape(axes, self.prog, self.need) or plain_shape(axes, self.prog, self.need)
+        sym = sp.Symbol(self.fresh("filled"))
+        self.memo[sym] = (self.op("full", shape=shape, value=self.value(x), dtype=self.dtype()), ATOM)
+        self.prog.types[sym] = TType("float", axes)
+        return sym
+
     def _lower_Gather(self, e) -> tuple[str, int]:
         x = e.args[0]
         ax = e.args[-1].name
@@ -340,11 +369,7 @@ class OperatorLowering:
             if not x.free_symbols & tensors:
                 # a number (a Python one in some backends, which graph modes round to float32):
                 # ones of the dtype times it, lowered as any product with a tensor
-                ones = sp.Symbol(self.fresh("ones"))
-                self.memo[ones] = (self.materialize_code(self.op("full", shape=shape, value="1", dtype=self.dtype())),
-                                   ATOM)
-                self.prog.types[ones] = TType("float", axes)
-                return self.emit(ones * x)
+                return self.emit(self.ones(axes) * x)
             return self.call("broadcast_to", x=self.tensor_arg(x), shape=shape)
         index = self.value(e.args[1])
         if src_axes == (ax,):
@@ -387,6 +412,8 @@ class OperatorLowering:
         x = e.args[0]
         ax = e.args[-1].name
         pos = pos_expr(ax, self.prog, self.need)
+        if ax not in self.typeof(x).axes and ax not in self.prog.variadic:  # constant along ax (w - k, w's default)
+            x = self.with_axes(x, self.typeof(x).axes + (ax,), keep_zero=False)
         if ax in self.prog.variadic:
             # a group of no axes reduces nothing (a reduction over axis=() reduces every axis)
             xs = self.tensor_arg(x)
@@ -401,10 +428,8 @@ def _assigns(stmt: str, var: str) -> bool:
 
 
 def _split(e: sp.Piecewise, k: int, s) -> sp.Piecewise:
-    """`e` with the condition of its pair `k` decided on the Python bool `s`:
-    ``Piecewise((e[s:=True], s), (e[s:=False], True))``, each side without the pairs whose
-    condition became False and cut after the first that became True (built unevaluated:
-    SymPy's own folding of Piecewise is not bounded)."""
+    """`e` with pair `k`'s condition decided on the Python bool `s`: ``Piecewise((e[s:=True],
+    s), (e[s:=False], True))``, built unevaluated (SymPy's folding of Piecewise is unbounded)."""
     pairs = [(p.expr, p.cond) for p in e.args]
     c = pairs[k][1]
     return ir.piecewise((_decided(pairs, k, c.xreplace({s: sp.true})), s),

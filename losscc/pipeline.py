@@ -116,6 +116,7 @@ def _lower_body(prog: Program, backend: Backend, taken: set, names: dict, symbol
         if d is not None:
             low.count(d)
     low.fuse_over(loss, *dens.values())
+    low.root = loss  # a select that is the loss gets its shape in every branch
     loss_var = low.materialize(loss, names.get(loss, "loss"))
     body = list(low.stmts)
     loss_t = prog.typeof(loss)

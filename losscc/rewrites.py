@@ -16,9 +16,9 @@ from .parse import type_of
 from .passes import Bundle, Fired, Rule, context, run
 from .rewrites_roots import power_minus_constant
 from .rewrites_sums import (
-    _has_tensor,
     difference_of_norms,
     is_one,
+    log1p_of_sum,
     logsumexp_minus_member,
     one_minus_clip,
     one_minus_ratio,
@@ -102,21 +102,6 @@ def _one_minus_weighted_sigmoids(e, ctx):
     if bounded.is_zero(sp.Add(*weights) - 1, numeric=False) is not True:
         return None
     return sp.Add(*[a * ir.sigmoid(-u) for a, u in zip(weights, args)])
-
-
-def _log1p(e, ctx):
-    """log(1 + u) -> log1p(u); where u adds a constant to a tensor part (log(1 - p + eps)),
-    only where u > -1/2: log1p(eps - p) loses eps where p is near 1 (-1 in float32, and the
-    log is inf), where the written (1 - p) + eps is exact."""
-    if isinstance(e, sp.log) and isinstance(e.args[0], sp.Add) and sp.S.One in e.args[0].args:
-        terms = [t for t in e.args[0].args if t != 1]
-        rest = sp.Add(*terms)
-        if rest == 0:
-            return None
-        if any(t.is_number or not _has_tensor(t, ctx) for t in terms) and any(_has_tensor(t, ctx) for t in terms):
-            return ir.Where(sp.StrictGreaterThan(rest, sp.Rational(-1, 2)), ir.log1p(rest), ctx.keep(e))
-        return ir.log1p(rest)
-    return None
 
 
 def _expm1(e, ctx):
@@ -403,7 +388,7 @@ STABILITY = (
     Rule("log-cosh", "cosh overflows beyond |x| = 89 in float32; log(cosh(x)) is "
             "log1p(expm1(|x|)**2 * exp(-|x|) / 2) below |x| = 2 and |x| + softplus(-2|x|) - log(2) above",
             _log_cosh),
-    Rule("log1p", "log(1 + x) loses x when |x| is small; log1p(x) does not", _log1p),
+    Rule("log1p", "log(1 + x) loses x when |x| is small; log1p(x) does not", log1p_of_sum),
     Rule("expm1", "exp(x) - 1 cancels near 0; expm1(x) does not", _expm1),
     Rule("power-minus-constant", "(k + U)**p - k**p loses U where |U| << k (pseudo-Huber's "
          "sqrt(1 + r**2) - 1 is 0 at r = 1e-4 in float32); U / (sqrt(k + U) + sqrt(k)) for a square root, "

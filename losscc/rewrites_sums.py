@@ -363,3 +363,18 @@ def product_of_exps(e, ctx):
     if not sums:
         return None
     return sp.Mul(*[f for f in rest if f is not sums[0]], sp.Add(*[t * exps[0] for t in sums[0].args]))
+
+
+def log1p_of_sum(e, ctx):
+    """log(1 + u) -> log1p(u); where u adds a constant to a tensor part (log(1 - p + eps)),
+    only where u > -1/2: log1p(eps - p) loses eps where p is near 1 (-1 in float32, and the
+    log is inf), where the written (1 - p) + eps is exact."""
+    if isinstance(e, sp.log) and isinstance(e.args[0], sp.Add) and sp.S.One in e.args[0].args:
+        terms = [t for t in e.args[0].args if t != 1]
+        rest = sp.Add(*terms)
+        if rest == 0:
+            return None
+        if any(t.is_number or not _has_tensor(t, ctx) for t in terms) and any(_has_tensor(t, ctx) for t in terms):
+            return ir.Where(sp.StrictGreaterThan(rest, sp.Rational(-1, 2)), ir.log1p(rest), ctx.keep(e))
+        return ir.log1p(rest)
+    return None

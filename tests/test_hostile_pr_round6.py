@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import mpmath
+import pytest
 import sympy as sp
 
 from losscc import bounded
@@ -164,3 +165,24 @@ def test_integers_past_int64_are_refused_or_written_as_floats(tmp_path, monkeypa
     rc, out, err = run(monkeypatch, capsys, root, "verify", "--backend", "paddle", "--mode", "eager",
                        "--dtype", "float64", "specs/t.yaml")
     assert rc == 0, out + err
+
+
+@pytest.mark.parametrize("inputs, params, formula", [
+    ("z: {dtype: float, shape: [N]}\n  y: {dtype: float, shape: [N, C]}", "flag: {default: true}",
+     "where(flag, 1.0, y) * z"),                                   # a branch without the select's axes
+    ("x: {dtype: float, shape: [N]}", "a: {default: 0.0, min: 0}", "a * x"),  # the a == 0 branch is 0
+    ("x: {dtype: float, shape: [N]}", "k: {default: 2}", "x * exp(k) + sqrt(k) * sin(k)"),  # functions of an int
+    ("x: {dtype: float, shape: [N]}", "a: {default: 0.5}", "x * clip(1, a, 2)"),  # clip of a number
+    ("x: {dtype: float, shape: [N]}", "k: {default: 3}", "x + round(stop_gradient(k))"),
+    ("y: {dtype: float, shape: [N, C]}\n  w: {dtype: float, shape: [N, C], optional: true}", "k: {default: 2}",
+     "sum(y, axis=C) + logsumexp(w - k, axis=C)"),               # a reduction of a number (w's default)
+])
+def test_hyperparameter_values_reach_the_framework_as_tensors(inputs, params, formula):
+    """Each compiled and passed `check`, and its code crashed (a Python int given to exp,
+    clip, amax or round) or returned [N] for an [N, C] loss (a bool branch of a number)."""
+    from pathlib import Path as P
+    from losscc import verify
+    from tests.codegen_util import spec_of
+    spec = spec_of(f"name: t\nsummary: s.\ninputs:\n  {inputs}\nparams:\n  {params}\nformula: |\n  loss = {formula}\n", "t")
+    rows = verify.run([spec], ("paddle", "mindspore"), dtypes=("float64",), modes=("eager",), root=P("."))
+    assert rows and all(r.ok for r in rows), [r.failures[:2] for r in rows]
