@@ -198,6 +198,9 @@ class Converter(CallRules, SpecCalls):
         known = sorted(set(self.env) | set(self.axes))
         if name in functions.NAMES:
             raise Fail(node, "E205", f"function '{name}' used without calling it")
+        if name in ("true", "false", "none", "null"):  # YAML's spellings, not Python's
+            raise Fail(node, "E206", f"unknown symbol '{name}'",
+                       f"a formula is Python: write {name.capitalize() if name != 'null' else 'None'}")
         raise Fail(node, "E206", f"unknown symbol '{_clip(name)}' (known: {', '.join(known)})",
                     did_you_mean(name, known))
 

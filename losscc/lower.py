@@ -322,7 +322,7 @@ class Lowerer(OperatorLowering):
         if _sizes_only(e) and not self.sizes_typed() and not (
                 self.b.wrap_scalars and any(not _is_f32_exact(float(n)) for n in e.atoms(sp.Float))):
             return self.op("cast", x=code, dtype=self.dtype())
-        return self.wrapped(code)[0] if self.b.wrap_scalars and self.scalar_like(e) else code  # exp(k), k an int
+        return self.wrapped(code)[0] if self.b.wrap_scalars and self.python_number(e) else code  # exp(k), k an int
 
     def _lower_And(self, e) -> tuple[str, int]:
         if self.is_flag(e):

@@ -105,7 +105,7 @@ class OperatorLowering:
 
     def _lower_Clip(self, e) -> tuple[str, int]:
         x, lo, hi = e.args
-        if self.scalar_like(x):  # clip(1, a, 2): the framework's clip takes a tensor
+        if self.python_number(x):  # clip(1, a, 2): the framework's clip takes a tensor
             x = self.filled((), x) if x.is_number else self.ones(()) * x
         lo_c, hi_c = self.value(lo), self.value(hi)
         literal = [bool(_NUMBER.fullmatch(c)) for c in (lo_c, hi_c)]
@@ -288,7 +288,7 @@ class OperatorLowering:
         return f"{self.wrap(x, ATOM)}[{key}]", ATOM  # basic indexing, the same in every backend
 
     def _lower_StopGradient(self, e) -> tuple[str, int]:
-        if self.scalar_like(e.args[0]):  # a Python number carries no gradient (and round() takes it)
+        if self.python_number(e.args[0]):  # a Python number carries no gradient (and round() takes it)
             return self.emit(e.args[0])
         return self.call("stop_gradient", x=self.value(e.args[0]))
 
@@ -328,6 +328,11 @@ class OperatorLowering:
         step = self.materialize_code(f"{later} - {before}")
         return self.call("concat", x=step, y=self.op("zeros_like", x=first), axis=pos)
 
+    def python_number(self, e) -> bool:
+        """e is held as a Python number: scalar-like and reading no input (a reduced input is a tensor)."""
+        inputs = {self.prog.symbols[i.name] for i in self.prog.spec.inputs}
+        return self.scalar_like(e) and not e.free_symbols & inputs and not e.has(ir.TensorOp)
+
     def ones(self, axes) -> sp.Symbol:
         """A tensor of ones of the dtype over `axes` (in the program's order), as a symbol."""
         shape = canonical_shape(axes, self.prog, self.need) or plain_shape(axes, self.prog, self.need)
@@ -342,9 +347,7 @@ class OperatorLowering:
         axes = tuple(a for a in self.prog.axes if a in axes)
         if (keep_zero and x == 0) or set(self.typeof(x).axes) >= set(axes):
             return x
-        if x.is_number:  # ones * x would fold back to x
-            return self.filled(axes, x)
-        return self.ones(axes) * x
+        return self.filled(axes, x) if x.is_number else self.ones(axes) * x  # ones * a number folds back
 
     def filled(self, axes, x) -> sp.Symbol:
         """A tensor of the dtype over `axes` holding the number x, as a symbol."""
@@ -362,13 +365,11 @@ class OperatorLowering:
         tensors = {self.prog.symbols[i.name] for i in self.prog.spec.inputs} | {
             self.prog.symbols[lr.name] for lr in self.prog.spec.learnable}
         if ax not in src_axes or not x.free_symbols & tensors:
-            # the same entry at every position: a constant along the axis, or a number (a
-            # softmax of x - x folds to 1 / C, typed with the softmax's axes)
+            # the same entry everywhere: constant along the axis, or a number (softmax(x - x) is 1 / C)
             axes = tuple(a for a in self.prog.axes if a in self.typeof(e).axes)
             shape = canonical_shape(axes, self.prog, self.need) or plain_shape(axes, self.prog, self.need)
             if not x.free_symbols & tensors:
-                # a number (a Python one in some backends, which graph modes round to float32):
-                # ones of the dtype times it, lowered as any product with a tensor
+                # a number (graph modes round a Python one to float32): ones of the dtype times it
                 return self.emit(self.ones(axes) * x)
             return self.call("broadcast_to", x=self.tensor_arg(x), shape=shape)
         index = self.value(e.args[1])

@@ -62,13 +62,14 @@ def test_log_of_a_quotient_whose_denominator_can_be_zero_is_split():
 
 # Paddle only: XLA on CPU flushes float32 subnormals to 0, so (1e-20)**2 is 0 and the loss
 # inf; MindSpore does the same in a process that has run the backward of a power with a
-# tensor exponent (as the test above does; docs/verify.md, "What still fails")
+# tensor exponent (docs/verify.md, "What still fails")
 @pytest.mark.parametrize("backend", [b for b in BACKENDS if b.values[0] == "paddle"])
 def test_log_of_a_quotient_passes_the_extreme_inputs(backend):
+    """Also the code's reduced value `avg` must reach log as the tensor it is: a Python-number
+    test that ignored the inputs wrapped it in a new tensor, which cut its gradient (0)."""
     rows = verify.run([spec_of(LOG_C_OVER_U, "log_c_over_u")], (backend,), dtypes=("float32",), modes=("eager",),
                       root=Path("."), extreme=True)
     assert rows and all(r.ok for r in rows), [r.failures[:3] for r in rows]
-
 
 
 CIRCLE = """
@@ -136,3 +137,25 @@ def test_one_minus_sigmoid_inside_a_longer_sum():
           loss = -log(1 - sigmoid(x) + eps)
     """, "t")
     assert "sigmoid(-x)" in str(prepare(spec).loss)
+
+
+def test_yaml_spellings_in_a_formula_say_what_python_wants():
+    """`log_target=true` in a formula was 'unknown symbol true' with no hint."""
+    from losscc.errors import SpecError
+    from losscc.parse import build_program
+    with pytest.raises(SpecError) as info:
+        build_program(spec_of("name: t\nsummary: s.\ninputs:\n  x: {dtype: float, shape: [N]}\n"
+                              "formula: |\n  loss = where(true, x, 2 * x)\n"))
+    d = info.value.diagnostics[0]
+    assert d.code == "E206" and "write True" in d.hint
+
+
+def test_a_condition_on_hyperparameters_alone_is_no_continuity_warning():
+    """where(alpha >= 0, ...) (optax's alpha=None) was W301 'discontinuous at alpha = 0': no
+    gradient crosses a hyperparameter's value."""
+    from losscc.lint import continuity
+    from losscc.parse import build_program
+    prog = build_program(spec_of("name: t\nsummary: s.\ninputs:\n  x: {dtype: float, shape: [N]}\n"
+                                 "params:\n  alpha: {default: 0.25}\nformula: |\n"
+                                 "  loss = where(alpha >= 0, alpha * x**2, x)\n"))
+    assert continuity(prog) == []
