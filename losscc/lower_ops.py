@@ -40,7 +40,7 @@ class OperatorLowering:
         key = functions.op_key(e)
         x = e.args[0]
         t = self.typeof(x)
-        if t.dtype == "int" and self.scalar_like(x):  # an integer parameter: a Python int
+        if t.dtype == "int" and self.scalar_like(x) and ir.arithmetic(x):  # an integer parameter: a Python int
             v = self.wrap(x, CMP + 1)
             return (f"(({v} > 0) - ({v} < 0))", ATOM) if key == "sign" else (v, self.emit(x)[1])
         if self._python_number(x):  # of hyperparameters held as Python numbers: no tensor op
@@ -78,9 +78,9 @@ class OperatorLowering:
         return code, ATOM
 
     def _python_number(self, e) -> bool:
-        """A value of hyperparameters alone that the generated code holds as a Python number."""
+        """Of hyperparameters alone, held as a Python number (`sqrt(scale)` is a 0-d tensor)."""
         params = {self.prog.symbols[p.name] for p in self.prog.spec.params}
-        return bool(e.free_symbols) and e.free_symbols <= params and self.scalar_like(e)
+        return bool(e.free_symbols) and e.free_symbols <= params and self.scalar_like(e) and ir.arithmetic(e)
 
     def _select_fold(self, e, args) -> str:
         if all(a.is_Number or self._python_number(a) for a in args):  # Python numbers: Python's max/min
@@ -445,6 +445,6 @@ def _decided(pairs: list, k: int, cond):
         out.append((expr, c))
         if c is sp.true:
             break
-    if not out:  # no pair can hold: the Piecewise is undefined, as its last pair's
-        out = [pairs[-1]]
+    out = out or [pairs[-1]]  # no pair can hold: the Piecewise is undefined, as its last pair's
     return out[0][0] if out[0][1] is sp.true else ir.piecewise(*out)
+

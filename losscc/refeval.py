@@ -168,12 +168,14 @@ class Evaluator(TensorOps):
         if key in self.watch:
             self.sides[key] = (a, b)
 
-    def _out(self, key, out):
-        """A selection's output, moved where `nudge` (key, scale) names it: at its near ties,
-        by `scale` relative (reference.reference asks whether the loss feels it)."""
+    def _out(self, key, out, dims=()):
+        """A selection's output, moved where `nudge` (key, scale) names it: at its near ties
+        (any along `dims`, which a reduction removed), by `scale` relative (reference.reference
+        asks whether the loss feels it)."""
         if self.nudge is None or self.nudge[0] != key:
             return out
         m = np.asarray(self.watch[key], dtype=bool)
+        m = np.any(m, axis=tuple(dims), keepdims=True) if dims else m
         return out + np.where(m, (np.abs(np.asarray(out, dtype=object)) + 1) * self.nudge[1], 0)
 
     def _full(self, axes):

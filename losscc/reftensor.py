@@ -18,7 +18,8 @@ _LOG = np.frompyfunc(functions.mp_log, 1, 1)
 
 
 class TensorOps:
-    """Mixin of Evaluator: needs its layout, sizes, params and `_fixed`."""
+    """Mixin of Evaluator: needs its layout, sizes, params, `_fixed` and the near-tie watch
+    (`_sides`, `_terms`, `_out`)."""
 
     def _eval_Size(self, e, ev):
         return mpmath.mpf(int(np.prod(self.sizes[e.args[0].name])))
@@ -109,9 +110,13 @@ class TensorOps:
         nan_row = np.any(np.asarray(_ISNAN(x), dtype=bool), axis=dims, keepdims=True)
         top = np.where(nan_row, mpmath.mpf("nan"), top)  # NaN propagates, as in the frameworks
         hit = self._fixed(e, lambda: np.asarray(x == top, dtype=bool))
+        # an entry near the maximum (relative to them or to the terms x sums) is a near tie
+        # the dtype's rounding may make exact or swap: watched like max(a, b)'s two sides
+        self._sides((e, "max"), np.broadcast_to(top, x.shape), x, scale=self._terms(ev, e.args[0]))
         # the tied entries' mean: equal to the maximum, gradient shared evenly among them; a
         # row holding NaN has no entry equal to its maximum, and its maximum is NaN
-        return _IEEE_DIVIDE(sum_axes(np.where(hit, x, mpmath.mpf(0)), dims), sum_axes(hit.astype(int), dims))
+        out = _IEEE_DIVIDE(sum_axes(np.where(hit, x, mpmath.mpf(0)), dims), sum_axes(hit.astype(int), dims))
+        return self._out((e, "max"), out, dims)
 
     def _eval_ArgMax(self, e, ev):
         x, (d,) = self._along(e, ev)

@@ -298,3 +298,25 @@ def test_a_gradient_that_is_exactly_zero_is_zero_in_the_reference():
               "input": np.array([0.484375, 0.671875]), "value": np.array([0, -100])}
     r = reference(build_program(spec), inputs, {"logp": 0.73, "w": -100}, {}, ["grad", "scale"])
     assert np.all(r.grads["grad"] == 0) and list(r.grads["scale"]) == [1, 0], r.grads
+
+
+@pytest.mark.parametrize("backend", ["jax", "paddle", "mindspore"])
+@pytest.mark.parametrize("term", ["sign(abs(sqrt(scale)))", "sign(sqrt(scale) - 1)", "floor(exp(scale))",
+                                  "sign(abs(d))", "sign(d - 3) * scale", "sign(scale**2 - 1) + floor(d / 3)"])
+def test_a_piecewise_constant_of_a_function_of_hyperparameters(backend, term, tmp_path):
+    """sign(abs(sqrt(scale))) took the Python-number form `(v > 0) - (v < 0)`, but a function
+    of a hyperparameter is a 0-d tensor of the backend: JAX refused bool - bool (TypeError
+    in every row; fuzz seed 61231, spec #8)."""
+    pytest.importorskip(backend)
+    spec = spec_of(f"""
+        name: pc_of_fn
+        summary: s.
+        inputs:
+          z: {{dtype: float, shape: ["*S", N]}}
+        params:
+          scale: {{default: 0.34, gt: 0.0}}
+          d: {{default: 2}}
+        formula: |
+          loss = z * {term} + z**2
+    """, "pc_of_fn")
+    _check(spec, backend, [case(spec, {"N": (3,), "S": (2,)}, seed=3)], tmp_path, ("float64", "float32"))

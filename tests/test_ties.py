@@ -244,3 +244,57 @@ def test_correct_code_passes_at_a_cancelling_tie(backend, tmp_path):
     spec = spec_from_text(CANCELLING, "c.yaml")
     rows = verify.run([spec], (backend,), dtypes=("float64",), modes=("eager",), root=Path("."), n_random=0)
     assert rows and all(r.ok for r in rows), [r.failures[:3] for r in rows]
+
+
+ROWMAX = """
+name: rowmax
+summary: s.
+inputs:
+  x: {dtype: float, shape: [N, C]}
+  z: {dtype: float, shape: [N, C]}
+formula: |
+  loss = max(x - z, axis=C) + sum(sin(x), axis=C)
+"""
+_ROWMAX_X = np.array([[0.5, 0.5 + 2.0**-24, 0.1], [0.5, 0.25, 0.1]])
+_ROWMAX_Z = np.full((2, 3), 1000.0)
+
+
+def test_a_near_tie_of_the_maximum_over_an_axis_is_a_kink():
+    """max(x - z, axis=C) at x = 0.5 and 0.5 + 2**-24 (both float32), z = 1000: float32 rounds
+    both differences to -999.5, a backend shares the gradient, the exact reference gives it
+    to the second entry (verify failed correct code: 0.5 against 0).  Both entries are kinks
+    of that row; the third entry (far below), the other row and sin's part are compared."""
+    prog = build_program(spec_from_text(ROWMAX, "<rowmax>"))
+    c = verify.CaseData("near", "test", {"x": _ROWMAX_X, "z": _ROWMAX_Z}, {}, from_reference=True)
+    kinks = verify.expectations(prog, c, "float32")[2]
+    want = [[True, True, False], [False, False, False]]
+    assert [list(r) for r in kinks["x"]] == want and [list(r) for r in kinks["z"]] == want
+    ref = reference(prog, {"x": _ROWMAX_X, "z": _ROWMAX_Z}, {})  # the exact reading: no kink
+    assert not ref.kinks["x"].any() and list(ref.grads["x"][0] - np.cos(_ROWMAX_X[0])) == pytest.approx([0, 1, 0])
+
+
+def test_a_near_tie_of_the_maximum_that_the_loss_does_not_feel_is_not_a_kink():
+    """w * max(...) at w = 0: whichever entry the rounding picks, no gradient changes, so
+    nothing is a kink (the nudge of the reduced maximum reaches the loss as zero)."""
+    spec = ROWMAX.replace("loss = max(", "loss = w * max(").replace(
+        "  z: {dtype: float, shape: [N, C]}\n", "  z: {dtype: float, shape: [N, C]}\n  w: {dtype: float, shape: [N]}\n")
+    prog = build_program(spec_from_text(spec, "<rowmax0>"))
+    c = verify.CaseData("near", "test", {"x": _ROWMAX_X, "z": _ROWMAX_Z, "w": np.array([0.0, 1.0])}, {},
+                        from_reference=True)
+    kinks = verify.expectations(prog, c, "float32")[2]
+    assert not kinks["x"].any() and not kinks["z"].any()
+    c = verify.CaseData("near", "test", {"x": _ROWMAX_X, "z": _ROWMAX_Z, "w": np.array([2.0, 1.0])}, {},
+                        from_reference=True)
+    assert verify.expectations(prog, c, "float32")[2]["x"][0].tolist() == [True, True, False]
+
+
+@pytest.mark.parametrize("backend", ["paddle", "mindspore"])
+def test_correct_code_passes_at_a_near_tie_of_the_maximum(backend, tmp_path):
+    spec = spec_from_text(ROWMAX, "<rowmax>")
+    path = tmp_path / f"rowmax_{backend}.py"
+    path.write_text(compile_spec(spec, get(backend)))
+    mod = verify.load_module(path, f"rowmax_tie_{backend}")
+    case = verify.CaseData("near", "test", {"x": _ROWMAX_X, "z": _ROWMAX_Z}, {}, from_reference=True)
+    rows = verify.verify_spec(spec, {backend: mod}, {backend: verify.runner(backend)}, ("float32", "float64"),
+                              ("eager",), [case])
+    assert rows and all(r.ok for r in rows), [r.failures[:2] for r in rows]
