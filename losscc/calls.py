@@ -23,6 +23,12 @@ class CallRules:
         if not isinstance(node.func, ast.Name):
             raise Fail(node.func, "E202", "only calls of formula functions are allowed")
         fname = node.func.id
+        given = [kw.arg for kw in node.keywords]
+        for k, kw in enumerate(node.keywords):  # Python refuses both; ast.parse does not
+            if kw.arg is None:
+                raise Fail(kw, "E202", f"{_clip(fname)}: '**' arguments are not allowed in a formula")
+            if kw.arg in given[:k]:
+                raise Fail(kw, "E209", f"{_clip(fname)}: keyword '{kw.arg}' given twice")
         records = functions.BY_NAME.get(fname)
         if records is None:
             got = self.spec_call(node, d)  # a spec called as a function (losscc.compose)

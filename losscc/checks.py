@@ -71,10 +71,11 @@ def clip_order_lines(spec: Spec, loss) -> list[str]:
             continue
         lo, hi = c.args[1], c.args[2]
         syms = {s.name for s in (lo.free_symbols | hi.free_symbols)}
-        if not syms or not syms <= names or (lo, hi) in seen or lo.atoms(sp.Function) or hi.atoms(sp.Function):
-            continue
+        if not syms or not syms <= names or (lo, hi) in seen or not (ir.arithmetic(lo) and ir.arithmetic(hi)):
+            continue  # a root or a function of a hyperparameter: SymPy would print math.sqrt(...)
         seen.add((lo, hi))
-        lo_c, hi_c = sp.pycode(lo), sp.pycode(hi)
+        lo_c, hi_c = (sp.pycode(b.xreplace({k: sp.Float(k, 17) for k in b.atoms(sp.NumberSymbol)}))
+                      for b in (lo, hi))  # pi as a number: the module imports no math
         shown = sorted(syms)
         received = " + \", \" + ".join(f'f"{n}={{{n}!r}}"' for n in shown)
         lines += [f"if not ({lo_c}) <= ({hi_c}):",

@@ -33,7 +33,15 @@ def builtin_call(spec: Spec, backend: Backend | None = None) -> str | None:
     d = dropin.of(spec, backend.name)
     if not d.function:
         return None
-    return next((r for r in d.replaces if r.rsplit(".", 1)[-1][:1].islower()), None)
+    return next((r for r in d.replaces if r.rsplit(".", 1)[-1][:1].islower() and framework_name(r, backend)), None)
+
+
+def framework_name(call: str, backend: Backend) -> bool:
+    """`call` names a public attribute of one of the backend's frameworks (`paddle.nn.functional.
+    kl_div`): a spec's `replaces` is text, and no other module is ever imported or called."""
+    parts = call.split(".")
+    return (len(parts) > 1 and parts[0] in backend.frameworks
+            and all(p.isidentifier() and not p.startswith("_") for p in parts))
 
 
 def carried(data: dict, old: dict | None, spec: Spec) -> dict | None:

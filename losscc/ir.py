@@ -440,11 +440,11 @@ def piecewise(*pairs) -> sp.Piecewise:
     return sp.Piecewise(*[(v, opaque(c)) for v, c in pairs], evaluate=False)
 
 
-_ARITHMETIC = (sp.Symbol, sp.Number, sp.NumberSymbol, sp.Add, sp.Mul, sp.Pow, sp.Max, sp.Min)
+_ARITHMETIC = (sp.Symbol, sp.Number, sp.NumberSymbol, sp.Add, sp.Mul, sp.Pow, sp.Max, sp.Min, StopGradient)
 
 
 def arithmetic(e) -> bool:
-    """e is numbers and symbols under + * max min and integer powers: on Python numbers, a
-    Python number (a root or a function of one is a backend's 0-d tensor)."""
+    """e is numbers and symbols under + * max min stop_gradient, integer powers: on Python
+    numbers, a Python number (a root or a function of one is a backend's 0-d tensor)."""
     return all(isinstance(n, _ARITHMETIC) and not (n.is_Pow and not n.exp.is_Integer)
                for n in sp.preorder_traversal(e))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import re
 from pathlib import Path
 
 from . import limits
@@ -65,6 +66,9 @@ def load_spec(path: str | Path, display: str | None = None) -> Spec:
     return dataclasses.replace(spec, folder=os.path.abspath(path.parent))
 
 
+_ODD_BREAK = re.compile("\r(?!\n)|[\x85\u2028\u2029]")
+
+
 def spec_from_text(text: str, path: str = "<spec>", sha256: str | None = None) -> Spec:
     """Validate the text of a spec file (`path` names it in diagnostics); raise SpecError
     with every problem found."""
@@ -74,6 +78,12 @@ def spec_from_text(text: str, path: str = "<spec>", sha256: str | None = None) -
     if "\t" in text:
         line = text[: text.index("\t")].count("\n") + 1
         out.error(line, 1, "E101", "YAML syntax: tab characters are not allowed")
+        raise SpecError(out.items)
+    odd = _ODD_BREAK.search(text)
+    if odd:  # YAML breaks a line there, most viewers do not: a key could hide in a comment
+        at = odd.start()
+        out.error(text[:at].count("\n") + 1, at - text.rfind("\n", 0, at), "E101",
+                  f"YAML syntax: line break {ascii(odd.group())[1:-1]} is not allowed (only LF and CRLF)")
         raise SpecError(out.items)
     root = load_yaml(text, out)
     out.raise_if_errors()

@@ -49,7 +49,7 @@ def class_attributes() -> frozenset[str]:
     """Attribute names of any backend's class base (``nn.Layer.half``, ``LossBase.reduce``).
     A learnable is a framework parameter stored on the class under its own name, which the
     framework keeps outside the instance dict, so a method of that name would win; a
-    hyperparameter is a plain instance attribute and is not affected."""
+    hyperparameter is an instance attribute: see :func:`check_param_attribute`."""
     from .backends import all_backends
 
     return frozenset().union(*(b.attributes for b in all_backends()))
@@ -57,6 +57,8 @@ def class_attributes() -> frozenset[str]:
 
 # what each generated package's ``__init__`` defines beside the loss modules it imports
 PACKAGE_NAMES = frozenset({"get_loss"})
+# the builtins its get_loss reads (templates/init.py.j2; tests/test_hostile_pr_round8.py checks)
+PACKAGE_READS = frozenset({"isinstance", "str", "map", "repr", "list", "ValueError", "len", "sorted"})
 
 
 def check_spec_name(name: str) -> str | None:
@@ -64,6 +66,8 @@ def check_spec_name(name: str) -> str | None:
     function are imported into the package's ``__init__``, which defines these itself."""
     if name in PACKAGE_NAMES:
         return "is defined by the generated package's __init__ (the loss registry)"
+    if name in PACKAGE_READS:  # the package's __init__ imports the function by this name
+        return "is a Python builtin that the generated package's __init__ uses (get_loss)"
     cls = "".join(part.capitalize() for part in name.split("_") if part)  # Spec.class_name
     if hasattr(builtins, cls) or cls in framework_names() or cls in RESERVED:
         # `class ValueError` would turn the module's own input checks, and get_loss's, into
@@ -77,6 +81,23 @@ def check_attribute(name: str) -> str | None:
     """The reason a learnable cannot be called `name`, beyond check_identifier."""
     if name in class_attributes():
         return "is an attribute of the generated class's framework base (nn.Layer / nn.LossBase)"
+    return None
+
+
+# methods of the generated classes that their own code or a training script calls: a
+# hyperparameter is an instance attribute of that name and would hide the method (Paddle's
+# create_parameter for a learnable, the JAX dataclass's init, a state dict or the training switch)
+CALLED_METHODS = frozenset({
+    "create_parameter", "init", "custom_backward", "parameters", "named_parameters", "state_dict",
+    "set_state_dict", "load_state_dict", "trainable_params", "get_parameters", "train", "eval", "apply", "to",
+    "set_train", "set_grad", "sublayers", "cells", "replace",
+})
+
+
+def check_param_attribute(name: str) -> str | None:
+    """The reason a hyperparameter cannot be called `name`, beyond check_identifier."""
+    if name in CALLED_METHODS:
+        return "is a method of the generated class that its code or a training script calls"
     return None
 
 

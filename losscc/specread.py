@@ -13,7 +13,7 @@ from typing import Any, Callable, TypeVar
 
 from . import limits
 from .errors import Collector, did_you_mean
-from .specnames import check_attribute, check_identifier, check_spec_name
+from .specnames import check_attribute, check_identifier, check_param_attribute, check_spec_name
 from .yamlread import Node, clip
 
 _T = TypeVar("_T")
@@ -89,6 +89,8 @@ class Reader:
         reason = check_identifier(key)
         if not reason and where == "learnable":
             reason = check_attribute(key)
+        if not reason and where == "params":
+            reason = check_param_attribute(key)
         if not reason and where == "name":
             reason = check_spec_name(key)
         if reason:

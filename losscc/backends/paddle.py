@@ -169,14 +169,16 @@ def _builtin_series(spec, case, name: str, xs, call: str, order: tuple[str, ...]
     float64, as the first element of input `name` sweeps `xs`, the other arguments from
     `case` in the function's positional `order`, and its gradient from ``paddle.grad``.
     None where the function has no float64 kernel or another shape (log_loss: [N, 1] only)."""
-    import importlib
     import inspect
 
     import numpy as np
     import paddle
 
-    module, attr = call.rsplit(".", 1)
-    fn = getattr(importlib.import_module(module), attr)
+    fn = paddle  # attributes of the framework only (docbuiltin.framework_name): nothing is imported
+    for part in call.split(".")[1:]:
+        fn = getattr(fn, part, None)
+    if call.split(".")[0] != "paddle" or not (inspect.isfunction(fn) or inspect.isbuiltin(fn)):
+        return None
     arity = len(inspect.signature(fn).parameters)  # a drop-in may add reduction after the built-in's own
     inputs = {i.name: i for i in spec.inputs}
     base = np.asarray(case.inputs[name], dtype=np.float64)
