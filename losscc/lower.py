@@ -399,16 +399,16 @@ class Lowerer(OperatorLowering):
 
     def _lower_Pow(self, e: sp.Pow) -> tuple[str, int]:
         base, ex = e.args
-        if ex == sp.Rational(1, 2):
-            return self.call("sqrt", x=self.function_arg(base))
-        if ex == sp.Rational(-1, 2):
-            return self.call("rsqrt", x=self.function_arg(base))
+        if ex in (sp.Rational(1, 2), sp.Rational(-1, 2)):
+            return self.call("sqrt" if ex > 0 else "rsqrt", x=self.function_arg(base))
         if ex.is_Number and ex.is_negative:
             return f"1 / {self.wrap(base ** -ex, MUL + 1)}", MUL
         if ex == 2 and "square" in self.b.ops:  # a backend whose integer pow is a slow generic kernel
             return self.call("square", x=self.value(base))
         if ex.is_Integer:
             return power(self.wrap(base, ATOM), str(int(ex))), POW
+        if self.b.wrap_scalars and self.python_number(ex) and self.typeof(ex).dtype != "int":  # 1 / r: a float32 scale
+            ex = ex.xreplace({s: self.filled((), s) for s in ex.free_symbols})  # tensor arithmetic of the dtype
         return power(self.wrap(base, ATOM), self.wrap(ex, ATOM)), POW
 
     def _lower_Relational(self, e) -> tuple[str, int]:
@@ -441,8 +441,8 @@ def _sizes_only(e: sp.Expr) -> bool:
 _HINTS = {ir.LogSoftmax: "log_probs", ir.Softmax: "probs", ir.LogSumExp: "lse", ir.ReduceSum: "total",
           ir.ReduceMean: "avg", ir.ReduceMax: "peak", ir.Gather: "picked", ir.OneHot: "onehot", ir.Component: "part",
           ir.StopGradient: "frozen", sp.exp: "e", sp.log: "lg", ir.softplus: "sp", ir.sigmoid: "sig",
-          sp.Piecewise: "branch", sp.Abs: "magnitude", ir.ArgMax: "top", ir.ArgMin: "bottom",
-          ir.Index: "position", ir.Rename: "renamed", ir.Diff: "step",
+          sp.Piecewise: "branch", sp.Abs: "magnitude", ir.ArgMax: "top", ir.ArgMin: "bottom", ir.Index: "position",
+          ir.Rename: "renamed", ir.Diff: "step",
           ir.Round: "rounded", ir.Floor: "floored", ir.Ceil: "ceiled", ir.Sign: "signs"}
 
 
