@@ -37,8 +37,8 @@ def builtin_call(spec: Spec, backend: Backend | None = None) -> str | None:
 
 
 def framework_name(call: str, backend: Backend) -> bool:
-    """`call` names a public attribute of one of the backend's frameworks (`paddle.nn.functional.
-    kl_div`): a spec's `replaces` is text, and no other module is ever imported or called."""
+    """`call` names a public attribute of one of the backend's frameworks (`<framework>.nn.
+    functional.kl_div`): a spec's `replaces` is text, and no other module is ever imported or called."""
     parts = call.split(".")
     return (len(parts) > 1 and parts[0] in backend.frameworks
             and all(p.isidentifier() and not p.startswith("_") for p in parts))

@@ -85,8 +85,8 @@ def check_attribute(name: str) -> str | None:
 
 
 # methods of the generated classes that their own code or a training script calls: a
-# hyperparameter is an instance attribute of that name and would hide the method (Paddle's
-# create_parameter for a learnable, the JAX dataclass's init, a state dict or the training switch)
+# hyperparameter is an instance attribute of that name and would hide the method (a base's
+# create_parameter for a learnable, a dataclass backend's init, a state dict or the training switch)
 CALLED_METHODS = frozenset({
     "create_parameter", "init", "custom_backward", "parameters", "named_parameters", "state_dict",
     "set_state_dict", "load_state_dict", "trainable_params", "get_parameters", "train", "eval", "apply", "to",
