@@ -447,4 +447,3 @@ def _decided(pairs: list, k: int, cond):
             break
     out = out or [pairs[-1]]  # no pair can hold: the Piecewise is undefined, as its last pair's
     return out[0][0] if out[0][1] is sp.true else ir.piecewise(*out)
-

@@ -174,10 +174,11 @@ def _builtin_series(spec, case, name: str, xs, call: str, order: tuple[str, ...]
     import numpy as np
     import paddle
 
-    fn = paddle  # attributes of the framework only (docbuiltin.framework_name): nothing is imported
-    for part in call.split(".")[1:]:
+    root, *path = call.split(".")  # attributes of the framework only (docbuiltin.framework_name)
+    fn = paddle if root == "paddle" else None
+    for part in path:
         fn = getattr(fn, part, None)
-    if call.split(".")[0] != "paddle" or not (inspect.isfunction(fn) or inspect.isbuiltin(fn)):
+    if not (inspect.isfunction(fn) or inspect.isbuiltin(fn)):
         return None
     arity = len(inspect.signature(fn).parameters)  # a drop-in may add reduction after the built-in's own
     inputs = {i.name: i for i in spec.inputs}
