@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from . import ir
+from . import dagwalk, ir
 
 MODES = ("autograd", "custom", "auto")
 
@@ -116,13 +116,14 @@ def adjoints(e: sp.Expr, xs, params=frozenset(), typeof=None) -> dict:
     wanted = frozenset(xs)
     order: list = []
     seen: set = set()
+    memo: dict = {}  # free symbols of the nodes, shared by every question below
 
     def visit(n):  # post-order over the nodes a wanted symbol flows through
         if n in seen:
             return
         seen.add(n)
         if not n.is_Atom:
-            if not (n.free_symbols & wanted):
+            if not (dagwalk.free_symbols(n, memo) & wanted):
                 return
             for a in _args(n):
                 visit(a)
@@ -139,7 +140,7 @@ def adjoints(e: sp.Expr, xs, params=frozenset(), typeof=None) -> dict:
             if arg.is_Atom and arg not in wanted:
                 continue
             if typeof is not None and not arg.is_Atom and not isinstance(n, ir.TensorOp) \
-                    and arg.free_symbols & wanted and typeof(arg).axes != typeof(n).axes:
+                    and dagwalk.free_symbols(arg, memo) & wanted and typeof(arg).axes != typeof(n).axes:
                 raise NoRule("no derivative rule for a value broadcast inside the loss")
             if contribution != 0:
                 adj[arg] = adj[arg] + contribution if arg in adj else contribution

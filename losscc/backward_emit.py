@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import backward, dropin
+from . import backward, dagwalk, dropin
 from .backends import Backend
 from .lower import Locals, Lowerer, canonical_shape, import_names
 from .localnames import allocate
@@ -33,12 +33,34 @@ class Custom:
     params: tuple[str, ...]        # hyperparameters, then reduction
     alias_lines: tuple[str, ...]   # the class call's own keyword aliases, resolved first
     sum_to: bool = False           # a broadcast input: the module defines _sum_to
+    # the wrapper's own names (templates/<backend>/module.py.j2), none a spec name: the
+    # context, the upstream gradient, the forward's output, the list of gradients
+    ctx: str = "ctx"
+    dout: str = "dout"
+    out: str = "out"
+    grads: str = "grads"
+    targets: tuple[str, ...] = ()  # one variable per input for its gradient
 
     @property
     def grad_targets(self) -> str:
         """The left-hand side that unpacks the gradient function's result."""
-        names = ", ".join(f"d_{n}" for n in self.inputs)
-        return names + ("," if len(self.inputs) == 1 else "")
+        return ", ".join(self.targets) + ("," if len(self.targets) == 1 else "")
+
+    @property
+    def inputs_targets(self) -> tuple:
+        """(input, its gradient's variable) pairs."""
+        return tuple(zip(self.inputs, self.targets))
+
+    @staticmethod
+    def param_attr(p: str) -> str:
+        """The attribute holding hyperparameter p on the context or cell: prefixed, so that
+        no spec name can hide one of the framework's own (``saved_tensor``, ``bprop``)."""
+        return f"_losscc_param_{p}"
+
+    @staticmethod
+    def need_attr(n: str) -> str:
+        """The context's flag that input n takes a gradient."""
+        return f"_losscc_need_{n}"
 
 
 def custom_context(prep, backend: Backend, existing=()) -> Custom | None:
@@ -158,8 +180,12 @@ def _custom(prep, plan, backend: Backend, existing: tuple) -> Custom:
             f"    that is None or not a float tensor), times {dout}: derived from the formula by losscc\n"
             f'    (docs/backward.md)."""\n')
     source = "\n\n\n".join(helpers + [head + "\n".join("    " + ln if ln else "" for ln in body)])
+    # the wrapper's locals: clear of every spec name and the module-level names it calls
+    wrap = _taken(spec) | {grad_name, class_name, fwd.entry or spec.name}
+    names = [allocate(hint, wrap) for hint in ("ctx", "dout", "out", "grads")]
+    targets = tuple(allocate(f"d_{n}", wrap) for n in inputs)
     return Custom(grad_name, class_name, source, inputs, params,
-                  _alias_lines(spec, backend.name), "_sum_to(" in source)
+                  _alias_lines(spec, backend.name), "_sum_to(" in source, *names, targets)
 
 
 def _alias_lines(spec, backend: str) -> tuple[str, ...]:
@@ -212,6 +238,7 @@ def _path(low: Lowerer, prog, spec, gr, absent: set, gvars: dict, dout: str,
         not spec.input(n).broadcast for n in grads) else None
 
     summed: set = set()
+    symbols_memo: dict = {}  # free symbols of the gradients' nodes (shared subtrees walked once)
 
     def full(e, hint, n=None) -> str:
         """e's value over the shape of input n (the loss's for a broadcast input, or n None)."""
@@ -229,7 +256,7 @@ def _path(low: Lowerer, prog, spec, gr, absent: set, gvars: dict, dout: str,
             return code
         if not axes <= set(own):
             raise backward.NoRule(f"the gradient of {n} has axes the input lacks")
-        if prog.typeof(e).axes != own or e.free_symbols & broadcast:
+        if prog.typeof(e).axes != own or dagwalk.free_symbols(e, symbols_memo) & broadcast:
             return low.op("broadcast_to", x=code, shape=low.op("shape", x=target))
         return code
 

@@ -12,7 +12,6 @@ configured specs folder, when it has specs), so it never imports a missing modul
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import difflib
 import os
@@ -222,7 +221,9 @@ def compile_spec(spec: Spec, backend: Backend, prepared=None) -> str:
     context = module_context(spec, backend)
     context["custom"] = custom_context(prep, backend, low.helpers)  # the symbolic backward, where chosen
     source = render_module(low, spec.path, written, context)
-    ast.parse(source)  # a module that would not import is a compiler bug (E900), not a file to write
+    # a module that would not import (a syntax error, or a duplicate argument that only the
+    # compiler sees) is a compiler bug (E900), not a file to write
+    compile(source, f"{spec.name}.py", "exec", dont_inherit=True)
     return source
 
 

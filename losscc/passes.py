@@ -98,6 +98,11 @@ def rebuild(e, args):
         return sp.functions.elementary.piecewise.ExprCondPair(*args)
     if isinstance(e, (sp.Max, sp.Min, sp.Abs)) and ir.tree_size(*args) > ir.EVALUATE_NODES:
         return e.func(*args, evaluate=False)  # bounded work (ir.EVALUATE_NODES)
+    if _sympy_function(e) and _larger_than(args, ir.EVALUATE_NODES):
+        # SymPy's own functions evaluate by asking about their argument: exp of a product
+        # runs logcombine over each factor, tanh asks is_real through Mod and gcd, whose
+        # cost grows with the tree (exponentially in chained bindings)
+        return e.func(*args, evaluate=False)
     if isinstance(e, (sp.Max, sp.Min)):
         try:
             return e.func(*args)
@@ -105,6 +110,21 @@ def rebuild(e, args):
             return e.func(*args, evaluate=False)
     out = e.func(*args)
     return ir.real_parts(out) if isinstance(e, sp.Abs) else out
+
+
+def _sympy_function(e) -> bool:
+    return isinstance(e, sp.Function) and type(e).__module__.startswith("sympy.")
+
+
+def _larger_than(exprs, cap: int) -> bool:
+    """Whether the expressions have more than `cap` nodes as trees: at most cap steps."""
+    stack, seen = list(exprs), 0
+    while stack:
+        seen += 1
+        if seen > cap:
+            return True
+        stack.extend(stack.pop().args)
+    return False
 
 
 def _bounded(out, ctx) -> None:

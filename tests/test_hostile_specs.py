@@ -86,6 +86,12 @@ def _balanced_sum(terms: list[str]) -> str:
     return f"({_balanced_sum(terms[:h])}+{_balanced_sum(terms[h:])})"
 
 
+def _where_chain(lines: int) -> str:
+    return "\n".join(["a0 = x - y"] + [
+        f"a{i} = where(a{i - 1} > 0, a{i - 1} * exp(-a{i - 1}), tanh(a{i - 1}) * a{i - 1})" for i in range(1, lines + 1)]
+        + [f"loss = a{lines} * y"])
+
+
 COMPILE_ATTACKS = {
     # every constant subexpression is checked: 148 terms of log(k)*sigmoid(k), 300 sums of them
     "constant_sum": ("x", "loss = x * " + _balanced_sum([f"log({k})*sigmoid({k})" for k in range(2, 150)])),
@@ -105,7 +111,30 @@ COMPILE_ATTACKS = {
     # SymPy's evaluation of Abs and Max (signsimp, factor_terms) on chained bindings: 4x a line
     "chained_max_abs": ("x y", "\n".join(["b0 = x - y"] + [
         f"b{i} = max(b{i - 1}, exp(b{i - 1})) - log1p(abs(b{i - 1}))" for i in range(1, 8)] + ["loss = b7"])),
+    # the symbolic backward's derivatives share every factor (the product rule): SymPy's
+    # free_symbols walked them as trees
+    "chained_product": ("x y", "\n".join(["a0 = x - y"] + [
+        f"a{i} = sin(a{i - 1}) * a{i - 1}" for i in range(1, 12)] + ["loss = a11"])),
+    "chained_where": ("x y", _where_chain(3)),
 }
+
+
+@pytest.mark.parametrize("name", sorted(COMPILE_ATTACKS))
+def test_the_custom_backward_of_a_hostile_spec_is_bounded(tmp_path, name):
+    inputs, formula = COMPILE_ATTACKS[name]
+    proj = project(tmp_path, {name: spec_text(name, formula, inputs, extra="backward: custom\n")})
+    rc, out, err = cli(["generate", "specs", "-o", "out"], proj)
+    assert_clean(rc, out, err, 0)
+    assert (proj / "out" / "paddle" / f"{name}.py").is_file()
+
+
+def test_functions_of_large_arguments_are_built_without_sympy_evaluation(tmp_path):
+    """Rebuilding exp(-a) over a chain of four selects ran SymPy's exp evaluation, whose
+    logcombine asks tanh's is_real through Mod and gcd: 33 s before the E104 it ends in."""
+    proj = project(tmp_path, {"where4": spec_text("where4", _where_chain(4))})
+    rc, out, err = cli(["generate", "specs", "-o", "out"], proj)
+    assert_clean(rc, out, err, 2)
+    assert "limit 'rewritten_tree'" in err and "[E104]" in err and not (proj / "out").exists()
 
 
 @pytest.mark.parametrize("name", sorted(COMPILE_ATTACKS))
@@ -119,7 +148,7 @@ def test_compile_time_is_bounded(tmp_path, name, command):
     if command == "generate":
         assert (proj / "out" / "paddle" / f"{name}.py").is_file()
     else:
-        assert "after rewrites:" in out and ("where(" in out or name in ("constant_sum", "chained_max_abs"))
+        assert "after rewrites:" in out and ("where(" in out or name in ("constant_sum", "chained_max_abs", "chained_product"))
 
 
 def test_calls_with_too_many_arguments_are_refused(tmp_path):
