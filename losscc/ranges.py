@@ -84,18 +84,21 @@ def _symbol_facts(spec) -> dict[str, Facts]:
     return out
 
 
-def _symbol_bounds(spec) -> dict[str, tuple[float | None, float | None]]:
-    """(lower, upper) bounds of the float inputs (their domains) and parameters (min/max)."""
+def _symbol_bounds(spec) -> dict[str, tuple]:
+    """(lower, upper) bounds of the float inputs (their domains) and parameters (min/max),
+    each a (value, strict) pair or None: `gt: 1` is (1.0, True), a bound never attained."""
     out: dict = {}
     for i in spec.inputs:
         d = i.domain
         if d.is_set:
-            out[i.name] = (min(d.values), max(d.values))
+            out[i.name] = ((min(d.values), False), (max(d.values), False))
         else:
-            out[i.name] = tuple(v if isinstance(v, float) else None for v in (d.lo, d.hi))
+            out[i.name] = tuple((v, not closed) if isinstance(v, float) else None
+                                for v, closed in ((d.lo, d.lo_closed), (d.hi, d.hi_closed)))
     for p in spec.params:
         if p.kind != "bool":
-            out[p.name] = (p.min, p.max)
+            out[p.name] = (None if p.min is None else (p.min, p.min_open),
+                           None if p.max is None else (p.max, p.max_open))
     return out
 
 
@@ -160,26 +163,27 @@ class Ranges:
     def _range_Add(self, e):
         parts = [self.of(a) for a in e.args]
         nonneg = all(p.nonneg for p in parts)
-        if not nonneg:  # a number less the inputs it bounds: 1 - p with p in [0, 1]
+        if not nonneg:  # a number less the inputs it bounds: 1 - p with p in [0, 1], p - 1 with p > 1
             lo = self._linear_bound(e, -1)
-            if lo is not None and lo >= 0:
-                return facts(lo > 0, True, all(p.bounded for p in parts))
+            if lo is not None and lo[0] >= 0:
+                return facts(lo[0] > 0 or lo[1], True, all(p.bounded for p in parts))
         return facts(nonneg and any(p.positive for p in parts), nonneg, all(p.bounded for p in parts))
 
-    def _linear_bound(self, e, side: int) -> float | None:
+    def _linear_bound(self, e, side: int) -> tuple[float, bool] | None:
         """A lower (`side` -1) or upper (+1) bound of `e` where it is a sum of numbers and
-        numbers times inputs or parameters with declared bounds; None otherwise."""
+        numbers times inputs or parameters with declared bounds, as (value, strict): strict
+        where some term's bound is never attained (`gt:`, an open interval); None otherwise."""
         if e.is_Number:
-            return float(e) if e.is_finite else None
+            return (float(e), False) if e.is_finite else None
         if isinstance(e, sp.Symbol):
             return self._bounds.get(e.name, (None, None))[side > 0]
         if isinstance(e, sp.Mul) and len(e.args) == 2 and e.args[0].is_Number and e.args[0].is_finite:
             c = float(e.args[0])
             b = self._linear_bound(e.args[1], side if c > 0 else -side)
-            return None if b is None else c * b
+            return None if b is None else (c * b[0], b[1] and c != 0)
         if isinstance(e, sp.Add):
             bs = [self._linear_bound(a, side) for a in e.args]
-            return None if None in bs else sum(bs)
+            return None if None in bs else (sum(b[0] for b in bs), any(b[1] for b in bs))
         return None
 
     def _range_Mul(self, e):

@@ -1,0 +1,55 @@
+"""Defects a new user's losses found (fresh-loss trial 9, 2026-12-06), each as the smallest
+spec that showed it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from losscc import verify
+from losscc.emit import compile_spec
+from losscc.backends import get
+from losscc.parse import build_program
+from losscc.ranges import Ranges
+from losscc.spec import spec_from_text
+
+# p > 1, r < 2, z in (0, 1): p - 1, 2 - r and 1 - z are never 0, so no eps is added; at the
+# case's p - 1 = 2**-10 (below the eps 1e-3) a clamp to eps gave 1000 + 1 for 1024 + 1
+STRICT = """
+name: strict_bounds
+summary: Denominators that strict bounds keep from 0.
+inputs:
+  x: {dtype: float, shape: [N]}
+  z: {dtype: float, shape: [N], domain: "(0, 1)"}
+params:
+  p: {default: 1.5, gt: 1}
+  r: {default: 1.5, lt: 2}
+  k: {default: 1.5, min: 1}
+guards: {eps: 1.0e-3}
+formula: |
+  loss = x**2 / (p - 1) + x**2 / (2 - r) + x**2 / (1 - z) + x**2 / (k - 1)
+cases:
+  - id: near_the_strict_bounds
+    inputs: {x: [1.0], z: [0.9990234375]}
+    params: {p: 1.0009765625, r: 1.9990234375, k: 2.0}
+    expected: {none: [3073.0]}
+"""
+
+
+def test_a_strict_bound_keeps_a_difference_from_zero():
+    spec = spec_from_text(STRICT, "strict.yaml")
+    prog = build_program(spec)
+    s = prog.symbols
+    ranges = Ranges(prog)
+    assert ranges.positive(s["p"] - 1) and ranges.positive(2 - s["r"]) and ranges.positive(1 - s["z"])
+    assert not ranges.positive(s["k"] - 1) and ranges.nonneg(s["k"] - 1)  # min: 1 reaches 0
+    body = compile_spec(spec, get("paddle")).split("def strict_bounds(")[1]
+    assert body.count("paddle.where(") == 1 and ">= k - 1" in body  # k - 1 alone is clamped
+
+
+@pytest.mark.parametrize("backend", ["paddle", "mindspore"])
+def test_a_strict_bound_gives_the_exact_value_near_it(backend):
+    spec = spec_from_text(STRICT, "strict.yaml")
+    rows = verify.run([spec], (backend,), dtypes=("float64",), modes=("eager",), root=Path("."))
+    assert rows and all(r.ok for r in rows), [r.failures[:2] for r in rows]
