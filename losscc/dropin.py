@@ -269,12 +269,21 @@ def forward_params(spec, backend: str) -> list[str]:
     return out + (["*"] + kw if kw else [])
 
 
+def attribute(name: str, backend: str) -> str:
+    """The instance attribute holding hyperparameter (or constructor input) `name`: the name
+    itself, or ``_losscc_param_<name>`` where the class's framework base has an attribute of
+    that name (one framework reads ``is_top_cell`` and types ``phase``, another calls ``buffers``)."""
+    from .backends import get
+
+    return f"_losscc_param_{name}" if name in get(backend).attributes else name
+
+
 def call_args(spec, backend: str) -> list[str]:
     """The class's call of its function: required inputs by position, the rest by keyword."""
     call = [i.name for i in spec.inputs if not i.optional]
     call += [f"self.{lr.name}" for lr in spec.learnable]
     call += [f"{i.name}={i.name}" for i in spec.inputs if i.optional]
-    call += [f"{p.name}=self.{p.name}" for p in spec.params] + ["reduction=self.reduction"]
+    call += [f"{p.name}=self.{attribute(p.name, backend)}" for p in spec.params] + ["reduction=self.reduction"]
     return call + [f"{alias}={alias}" for alias in _input_aliases(spec, of(spec, backend))]
 
 

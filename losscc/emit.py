@@ -169,7 +169,8 @@ def module_context(spec: Spec, backend: Backend) -> dict:
                 input_constants=dropin.input_constants(spec, backend),
                 scalar_lines=(dropin.scalar_lines(spec, backend) + dropin.cast_lines(spec, backend)
                               + dropin.unbatched_lines(spec, backend)),
-                class_aliases=list(d.classes), replaces=list(d.replaces), custom=None)
+                class_aliases=list(d.classes), replaces=list(d.replaces), custom=None,
+                attr=lambda name: dropin.attribute(name, backend.name))
 
 
 def arg_docs(spec: Spec, d=None) -> list[str]:

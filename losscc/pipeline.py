@@ -24,6 +24,7 @@ from .passes import Fired, context, run
 from .rewrites import RANGE_REWRITES, RATIO_REWRITES, STABLE
 from .specialise import IGNORE_MASKS, NoneVariant, ValueSplit, mask_symbols, specialise_none, specialise_values
 from .spec import Spec
+from .specinputs import left_reference
 
 
 @dataclass(frozen=True)
@@ -208,7 +209,7 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
             placed = low.op("reshape", x=src, shape=shape)
         left = None
         if inp.broadcast == "left":
-            ref = next(i for i in spec.inputs if not i.broadcast and set(t.axes) <= {a.lstrip("*") for a in i.shape})
+            ref = left_reference(spec.inputs, inp)  # checked when the spec is read
             left = (f"{inp.name} = " + low.op("reshape", x=inp.name, shape=f"tuple({inp.name}.shape) + (1,) * "
                     f"({ref.name}.ndim - {inp.name}.ndim)"))
         if inp.optional and fill:

@@ -105,7 +105,22 @@ def read_inputs(r: Reader, top: dict[str, Node], names: Namespace, params: list[
         r.err(top["inputs"], "E122", "inputs: at least one input must be a float tensor")
     for a in axes_seen:
         names.claim(top["inputs"], a.lstrip("*"), "shape symbol")
+    for inp in inputs:
+        if inp.broadcast == "left" and left_reference(inputs, inp) is None:
+            r.err(im[inp.name], "E124", f"inputs.{inp.name}: broadcast 'left' adds trailing axes, so its shape "
+                  f"{list(inp.shape)} must start the shape of a required input that does not broadcast "
+                  "(as var starts input's in a Gaussian NLL); use broadcast: true to align trailing axes")
     return inputs
+
+
+def left_reference(inputs, inp):
+    """The input a `broadcast: left` input is padded against: the first that does not
+    broadcast and holds its axes, where that one is required and its shape starts with the
+    input's (the padding adds trailing axes only); None otherwise."""
+    ref = next((i for i in inputs if not i.broadcast and set(inp.shape) <= set(i.shape)), None)
+    if ref is None or ref.optional or tuple(ref.shape[:len(inp.shape)]) != tuple(inp.shape):
+        return None
+    return ref
 
 
 def _shape_symbols(im: dict) -> set[str]:

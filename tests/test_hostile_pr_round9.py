@@ -5,9 +5,10 @@ input `out` was a duplicate argument that `ast.parse` accepts and the import ref
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from losscc import emit
+from losscc import emit, verify
 from losscc.backends import get
 from losscc.emit import compile_spec
 from losscc.spec import spec_from_text
@@ -51,3 +52,67 @@ def test_a_module_the_python_compiler_refuses_is_never_written(monkeypatch):
     monkeypatch.setattr(emit, "render_module", lambda *a, **k: "def f(a, a):\n    return a\n")
     with pytest.raises(SyntaxError, match="duplicate argument"):
         compile_spec(spec, get("paddle"))
+
+
+def _attr_spec(name: str, default: str) -> str:
+    return (f"name: attr_{name}\nsummary: s.\ninputs:\n  x: {{dtype: float, shape: [N]}}\n"
+            f"  y: {{dtype: float, shape: [N]}}\nparams:\n  {name}: {{default: {default}}}\nformula: |\n"
+            f"  loss = where({name}, 2.0, 1.0) * (x - y)**2\n" if default in ("true", "false") else
+            f"name: attr_{name}\nsummary: s.\ninputs:\n  x: {{dtype: float, shape: [N]}}\n"
+            f"  y: {{dtype: float, shape: [N]}}\nparams:\n  {name}: {{default: {default}}}\nformula: |\n"
+            f"  loss = {name} * (x - y)**2\n")
+
+
+def _load(spec_text: str, backend: str, tmp_path):
+    spec = spec_from_text(spec_text, f"{spec_text.split()[1]}.yaml")
+    path = tmp_path / f"{spec.name}_{backend}.py"
+    path.write_text(compile_spec(spec, get(backend)), encoding="utf-8")
+    return verify.load_module(path, f"losscc_rt9_{spec.name}_{backend}"), spec
+
+
+@pytest.mark.parametrize("name,default", [("is_top_cell", "false"), ("phase", "0.5"), ("param_prefix", "0.5"),
+                                          ("requires_grad", "0.5")])
+def test_a_hyperparameter_named_like_a_cell_attribute_keeps_both(name, default, tmp_path):
+    """MindSpore's value_and_grad set the class's `is_top_cell` (a flag of the loss: the value
+    doubled); `phase` must be a string, so the class could not be built."""
+    ms = pytest.importorskip("mindspore")
+    mod, spec = _load(_attr_spec(name, default), "mindspore", tmp_path)
+    x = ms.Tensor(np.array([1.0, 2.0, 3.0], np.float32))
+    y = ms.Tensor(np.zeros(3, np.float32))
+    loss = getattr(mod, spec.class_name)()
+    want = float(getattr(mod, spec.name)(x, y).asnumpy())
+    value, grad = ms.value_and_grad(loss)(x, y)
+    assert float(value.asnumpy()) == pytest.approx(want) and float(loss(x, y).asnumpy()) == pytest.approx(want)
+    scale = 1.0 if default == "false" else 0.5
+    assert np.allclose(grad.asnumpy(), scale * 2 * np.array([1.0, 2.0, 3.0]) / 3)
+
+
+@pytest.mark.parametrize("name", ["buffers", "full", "named_buffers"])
+def test_a_hyperparameter_named_like_a_layer_method_keeps_both(name, tmp_path):
+    """A float `buffers` replaced nn.Layer.buffers, which to_static calls."""
+    paddle = pytest.importorskip("paddle")
+    mod, spec = _load(_attr_spec(name, "0.5"), "paddle", tmp_path)
+    loss = getattr(mod, spec.class_name)()
+    assert callable(getattr(loss, name))
+    static = paddle.jit.to_static(loss, full_graph=True)
+    x = paddle.to_tensor([1.0, 2.0, 3.0], stop_gradient=False)
+    out = static(x, paddle.zeros([3]))
+    out.backward()
+    assert float(out) == pytest.approx(0.5 * 14 / 3) and np.allclose(x.grad.numpy(), [1 / 3, 2 / 3, 1.0])
+
+
+@pytest.mark.parametrize("shape,ok", [("[C]", False), ("[N]", True), ("[N, C]", True), ("[K]", False)])
+def test_broadcast_left_needs_a_leading_prefix(shape, ok):
+    """`broadcast: left` pads trailing axes against a required input: a [C] weight of an [N, C]
+    input was padded to [C, 1] and scaled rows (silently, where N == C)."""
+    from losscc.errors import SpecError
+    from losscc.parse import build_program
+
+    text = ("name: bl\nsummary: s.\ninputs:\n  x: {dtype: float, shape: [N, C]}\n"
+            f"  w: {{dtype: float, shape: {shape}, broadcast: left}}\nformula: |\n  loss = w * x**2\n")
+    if ok:
+        build_program(spec_from_text(text, "bl.yaml"))
+        return
+    with pytest.raises(SpecError, match=r"E124") as exc:
+        build_program(spec_from_text(text, "bl.yaml"))
+    assert "broadcast 'left'" in str(exc.value) and "bl.yaml:5" in str(exc.value)

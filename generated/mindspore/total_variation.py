@@ -134,8 +134,10 @@ class TotalVariation(nn.LossBase):
     def __init__(self, average=False, reduction="mean"):
         _check(average, reduction)
         super().__init__(reduction)
-        self.average = average
+        self._losscc_param_average = average
         self.reduction = reduction
 
     def construct(self, img):
-        return total_variation(img, average=self.average, reduction=self.reduction)
+        return total_variation(
+            img, average=self._losscc_param_average, reduction=self.reduction
+        )

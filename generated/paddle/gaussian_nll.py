@@ -171,7 +171,7 @@ class GaussianNll(nn.Layer):
             eps = epsilon
         _check(full, eps, reduction)
         super().__init__()
-        self.full = full
+        self._losscc_param_full = full
         self.eps = eps
         self.reduction = reduction
 
@@ -180,7 +180,7 @@ class GaussianNll(nn.Layer):
             input,
             target,
             var,
-            full=self.full,
+            full=self._losscc_param_full,
             eps=self.eps,
             reduction=self.reduction,
             label=label,

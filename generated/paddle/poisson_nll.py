@@ -182,7 +182,7 @@ class PoissonNll(nn.Layer):
         _check(log_input, full, eps, reduction)
         super().__init__()
         self.log_input = log_input
-        self.full = full
+        self._losscc_param_full = full
         self.eps = eps
         self.reduction = reduction
 
@@ -191,7 +191,7 @@ class PoissonNll(nn.Layer):
             input,
             target,
             log_input=self.log_input,
-            full=self.full,
+            full=self._losscc_param_full,
             eps=self.eps,
             reduction=self.reduction,
             label=label,
