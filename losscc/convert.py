@@ -212,7 +212,7 @@ class Converter(CallRules, SpecCalls):
         if isinstance(node.op, (ast.USub, ast.UAdd)):
             self.need_value(node.operand, t)
             return self._t(-e if isinstance(node.op, ast.USub) else e, TType("float", t.axes, grad=t.grad))
-        raise Fail(node, "E202", f"operator '{describe(node)}' is not allowed")
+        raise Fail(node, "E202", f"operator '{describe(node.op)}' is not allowed")
 
     def v_BinOp(self, node, d):
         op = node.op
@@ -248,7 +248,7 @@ class Converter(CallRules, SpecCalls):
             if le.is_number and re_.is_Number and re_.is_negative and is_zero_constant(le):
                 raise Fail(node, "E207", "division by zero")
             return self._t(le ** re_, t)
-        raise Fail(node, "E202", f"operator '{describe(node)}' is not allowed")
+        raise Fail(node, "E202", f"operator '{describe(node.op)}' is not allowed")
 
     def v_Compare(self, node, d):
         parts = [node.left] + list(node.comparators)
@@ -338,7 +338,7 @@ class Converter(CallRules, SpecCalls):
         k = it.index_of
         if k is None:
             raise Fail(idx_node, "E222", f"cannot tell which axis '{i}' indexes; give it a domain "
-                        "such as \"[0, C)\"")
+                        "such as \"[0, C)\" (open at C: C itself is past the axis)")
         if k not in xt.axes:
             raise Fail(node, "E223", f"'{source(idx_node)}' indexes axis {k}, which the indexed tensor lacks "
                         f"(its axes: [{', '.join(xt.axes)}])")

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from .errors import did_you_mean
-from .specnames import framework_names
+from .specnames import attribute, framework_names
 
 DROPIN_FIELDS = ("replaces", "classes", "function", "init", "aliases", "unbatched")
 IGNORED = "name"          # the keyword some libraries add to every loss; accepted and ignored
@@ -269,15 +269,6 @@ def forward_params(spec, backend: str) -> list[str]:
     return out + (["*"] + kw if kw else [])
 
 
-def attribute(name: str, backend: str) -> str:
-    """The instance attribute holding hyperparameter (or constructor input) `name`: the name
-    itself, or ``_losscc_param_<name>`` where the class's framework base has an attribute of
-    that name (one framework reads ``is_top_cell`` and types ``phase``, another calls ``buffers``)."""
-    from .backends import get
-
-    return f"_losscc_param_{name}" if name in get(backend).attributes else name
-
-
 def call_args(spec, backend: str) -> list[str]:
     """The class's call of its function: required inputs by position, the rest by keyword."""
     call = [i.name for i in spec.inputs if not i.optional]
@@ -309,16 +300,26 @@ def scalar_lines(spec, backend) -> list[str]:
     for inp in spec.inputs:
         if not getattr(inp, "scalar", False) or first is None:
             continue
-        dims = []
-        for a in inp.shape:
-            src = next(i for i in spec.inputs if not i.optional and a in i.shape)
-            j = list(src.shape).index(a)
-            dims.append(f"{backend.op('shape', x=src.name)}[{j}]")
-        shape = "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
+        shape = " + ".join(_fill_shape(spec, a, backend) for a in inp.shape) or "()"
         full = backend.op("full", shape=shape, value=f"float({inp.name})", dtype=backend.op("dtype_of", x=first.name))
         out += [f"if isinstance({inp.name}, (int, float)) and not isinstance({inp.name}, bool):",
                 f"    {inp.name} = {full}"]
     return out
+
+
+def _fill_shape(spec, axis: str, backend) -> str:
+    """A tuple expression of axis's sizes, read from the first required input that has it
+    (specinputs checks there is one): a group is a slice, an axis after a group counts from
+    the end."""
+    src = next(i for i in spec.inputs if not i.optional and axis in i.shape)
+    decl, j = list(src.shape), list(src.shape).index(axis)
+    shape = backend.op("shape", x=src.name)
+    group = next((k for k, a in enumerate(decl) if a.startswith("*")), None)
+    after = len(decl) - j - 1
+    if axis.startswith("*"):
+        return f"tuple({shape}[{j}:{f'len({shape}) - {after}' if after else ''}])"
+    index = j - len(decl) if group is not None and group < j else j
+    return f"({shape}[{index}],)"
 
 
 def _integer_set(inp) -> bool:

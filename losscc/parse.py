@@ -132,7 +132,8 @@ def build_program(spec: Spec) -> Program:
         s = sp.Symbol(inp.name)
         symbols[inp.name] = s
         index_of = None
-        if inp.dtype == "int" and isinstance(inp.domain.hi, str) and inp.domain.lo == 0:
+        # a label of axis C lies in [0, C): a closed end "[0, C]" allows C, past the axis
+        if inp.dtype == "int" and isinstance(inp.domain.hi, str) and inp.domain.lo == 0 and not inp.domain.hi_closed:
             index_of = inp.domain.hi
         t = TType(inp.dtype, tuple(a.lstrip("*") for a in inp.shape),
                   grad=inp.dtype == "float", index_of=index_of)

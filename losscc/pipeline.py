@@ -289,8 +289,9 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
             continue
         lines.append(f"{var} = {formula_text(expr, names)}")
         names[expr] = var
-    # the class calls the function through a private alias when an input shadows its name
-    shadowed = spec.name in {i.name for i in spec.inputs}
+    # the class calls the function through a private alias when an input or a library
+    # keyword of its call (a drop-in alias) shadows the function's name
+    shadowed = spec.name in {i.name for i in spec.inputs} | {a for _, a in dropin.of(spec, backend.name).aliases}
     module_names = {"_check"} | {n for h in low.helpers for n in _defined_names(h)}
     extra = dict(restore=restore, result_var=loc.result,
                  entry=allocate(f"_{spec.name}", module_names) if shadowed else None)

@@ -110,6 +110,9 @@ def read_inputs(r: Reader, top: dict[str, Node], names: Namespace, params: list[
             r.err(im[inp.name], "E124", f"inputs.{inp.name}: broadcast 'left' adds trailing axes, so its shape "
                   f"{list(inp.shape)} must start the shape of a required input that does not broadcast "
                   "(as var starts input's in a Gaussian NLL); use broadcast: true to align trailing axes")
+        if inp.scalar and any(not any(not i.optional and a in i.shape for i in inputs) for a in inp.shape):
+            r.err(im[inp.name], "E128", f"inputs.{inp.name}.scalar: a number fills the input's shape, so each "
+                  f"of its axes {list(inp.shape)} must be an axis of a required input")
     return inputs
 
 
@@ -253,6 +256,12 @@ def _domain(r: Reader, node: Node, fields: dict[str, Node], where: str, dtype: s
         return None
     if dtype == "float" and (isinstance(dom.lo, str) or isinstance(dom.hi, str)):
         r.err(fields["domain"], "E125", f"{where}.domain: a float input cannot be bounded by a shape symbol")
+        return None
+    numbers = [v for v in (dom.values or ()) + (dom.lo, dom.hi) if isinstance(v, float)]
+    if dtype == "int" and any(not v.is_integer() or abs(v) > 2**53 for v in numbers):
+        # an int label's values are exact int64 numbers in every framework and in the reference
+        r.err(fields["domain"], "E125", f"{where}.domain: an int input's bounds and members must be whole "
+              "numbers of at most 2**53 in size")
         return None
     return dom
 

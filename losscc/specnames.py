@@ -101,6 +101,15 @@ def check_param_attribute(name: str) -> str | None:
     return None
 
 
+def attribute(name: str, backend: str) -> str:
+    """The instance attribute holding hyperparameter (or constructor input) `name`: the name
+    itself, or ``_losscc_param_<name>`` where the class's framework base has an attribute of
+    that name (one framework reads ``is_top_cell`` and types ``phase``, another calls ``buffers``)."""
+    from .backends import get
+
+    return f"_losscc_param_{name}" if name in get(backend).attributes else name
+
+
 def check_identifier(name: Any) -> str | None:
     """The reason `name` can't be used in generated code, or None when it can."""
     if not isinstance(name, str):

@@ -357,8 +357,13 @@ def run_cli(args) -> int:
     specs = load_all(project_specs(project, args.specs), eps=eps, root=project.root, backward=project.backward)
     if getattr(args, "backward", None):
         specs = [dataclasses.replace(s, backward=args.backward) for s in specs]
+    if not specs:  # success over nothing would pass a CI step that checks nothing
+        raise SpecError([Diagnostic(Location(printable(" ".join(args.specs) or project.specs, False)), "E176",
+                                    "no spec to verify: the specs folder holds no .yaml file")])
     if args.cases and len(specs) != 1:
-        raise SpecError([])  # pragma: no cover - argparse-level misuse is reported below
+        raise SpecError([Diagnostic(Location(printable(" ".join(map(str, args.cases)), False)), "E176",
+                                    f"--cases checks one spec, and {len(specs)} are selected: name the "
+                                    "spec file too (losscc verify specs/<name>.yaml --cases FILE)")])
     backends = tuple(args.backend or backend_names())
     dtypes = tuple(args.dtype or DTYPES)
     modes = tuple(args.mode or MODES)

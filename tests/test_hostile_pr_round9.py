@@ -116,3 +116,112 @@ def test_broadcast_left_needs_a_leading_prefix(shape, ok):
     with pytest.raises(SpecError, match=r"E124") as exc:
         build_program(spec_from_text(text, "bl.yaml"))
     assert "broadcast 'left'" in str(exc.value) and "bl.yaml:5" in str(exc.value)
+
+
+SCALAR = """name: scal_{k}
+summary: s.
+inputs:
+  x: {{dtype: float, shape: {shape}}}
+  v: {{dtype: float, shape: {shape}, optional: true, default: 2, scalar: true}}
+formula: |
+  loss = (x - v)**2 * x
+"""
+
+
+@pytest.mark.parametrize("backend", ["paddle", "mindspore"])
+@pytest.mark.parametrize("k,shape,shapes", [
+    (0, '[N, C, "*D"]', [(2, 3), (2, 3, 4), (2, 3, 4, 5)]),
+    (1, '["*B", C]', [(3,), (2, 3), (2, 4, 3)]),
+    (2, '[N, "*D", C]', [(2, 3), (2, 4, 3), (2, 4, 5, 3)]),
+])
+def test_a_number_for_a_scalar_input_fills_any_rank(backend, k, shape, shapes, tmp_path):
+    """The fill shape counted a group *D as one axis: IndexError or a broadcast error at
+    every rank but one, and verify never passed a number."""
+    fw = pytest.importorskip(backend)
+    mod, spec = _load(SCALAR.format(k=k, shape=shape), backend, tmp_path)
+    f = getattr(mod, spec.name)
+    rng = np.random.default_rng(k)
+    for s in shapes:
+        x = rng.uniform(0.5, 2.0, size=s)
+        t = fw.to_tensor(x) if backend == "paddle" else fw.Tensor(x)
+        got = f(t, 0.5, reduction="none").numpy() if backend == "paddle" else f(t, 0.5, reduction="none").asnumpy()
+        assert got.shape == s and np.allclose(got, (x - 0.5) ** 2 * x)
+
+
+def test_a_scalar_input_needs_its_axes_on_a_required_input():
+    from losscc.errors import SpecError
+
+    text = ("name: sm\nsummary: s.\ninputs:\n  x: {dtype: float, shape: [N]}\n"
+            "  v: {dtype: float, shape: [N, M], optional: true, default: 2, scalar: true}\n"
+            "formula: |\n  loss = x**2 * mean(v, axis=M)\n")
+    with pytest.raises(SpecError, match=r"sm.yaml:5:.*E128"):
+        spec_from_text(text, "sm.yaml")
+
+
+ALIAS = """name: sqe
+summary: s.
+inputs:
+  x: {dtype: float, shape: [N]}
+  y: {dtype: float, shape: [N]}
+formula: |
+  loss = (x - y)**2
+dropin:
+  paddle: {aliases: {x: sqe}}
+  mindspore: {aliases: {x: sqe}}
+"""
+
+
+@pytest.mark.parametrize("custom", [False, True])
+@pytest.mark.parametrize("backend", ["paddle", "mindspore"])
+def test_a_library_keyword_named_like_the_loss_does_not_hide_it(backend, custom, tmp_path):
+    """forward(self, x=None, y=None, *, sqe=None) returned sqe(...): None is not callable."""
+    fw = pytest.importorskip(backend)
+    mod, spec = _load(ALIAS + ("backward: custom\n" if custom else ""), backend, tmp_path)
+    x, y = np.array([1.0, 2.0]), np.array([0.0, 0.0])
+    tensor = fw.to_tensor if backend == "paddle" else fw.Tensor
+    loss = getattr(mod, spec.class_name)()
+    for kwargs in ({"x": tensor(x)}, {"sqe": tensor(x)}):
+        assert float(loss(y=tensor(y), **kwargs)) == pytest.approx(2.5)
+
+
+def _spec_error(text: str) -> str:
+    from losscc.errors import SpecError
+    from losscc.parse import build_program
+
+    with pytest.raises(SpecError) as exc:
+        build_program(spec_from_text(text, "t.yaml"))
+    return str(exc.value)
+
+
+def test_a_label_with_a_closed_end_does_not_gather():
+    """"[0, C]" allows C, one past the axis: generate passed, verify crashed (IndexError)."""
+    msg = _spec_error("name: t\nsummary: s.\ninputs:\n  x: {dtype: float, shape: [N, C]}\n"
+                      "  y: {dtype: int, shape: [N], domain: \"[0, C]\"}\nformula: |\n  loss = -x[y]\n")
+    assert "E222" in msg and "open at C" in msg
+
+
+@pytest.mark.parametrize("domain", ["{0, 9223372036854775808}", "{0, 0.5}", "[0, 1e20)", "[-1e17, 3)"])
+def test_an_int_domain_holds_exact_int64_values(domain):
+    """A set member past int64 crashed verify's draws (OverflowError, exit 3)."""
+    from losscc.errors import SpecError
+
+    with pytest.raises(SpecError, match="E125"):
+        spec_from_text("name: t\nsummary: s.\ninputs:\n  x: {dtype: float, shape: [N]}\n"
+                       f"  y: {{dtype: int, shape: [N], domain: \"{domain}\"}}\nformula: |\n"
+                       "  loss = where(y == 0, x**2, x)\n", "t.yaml")
+
+
+@pytest.mark.parametrize("op,shown", [("x // 2", "//"), ("x % 2", "%"), ("~x", "~")])
+def test_a_refused_operator_is_named(op, shown):
+    msg = _spec_error(f"name: t\nsummary: s.\ninputs:\n  x: {{dtype: float, shape: [N]}}\nformula: |\n  loss = {op}\n")
+    assert f"operator '{shown}' is not allowed" in msg
+
+
+def test_verify_refuses_to_pass_over_nothing(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "specs").mkdir()
+    p = subprocess.run([sys.executable, "-m", "losscc", "verify"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 2 and "E176" in p.stderr and "Traceback" not in p.stderr
