@@ -187,6 +187,9 @@ FUNCTIONS: tuple[Function, ...] = (
     _unary("cosh", sp.cosh, _capped(mpmath.cosh, lambda s: mpmath.inf), "hyperbolic cosine"),
     _unary("erf", sp.erf, _capped(mpmath.erf, mpmath.mpf), "error function, 2 / sqrt(pi) * integral of exp(-t**2) from 0 to x",
            range_=Range(bounded="yes")),
+    _unary("atan", sp.atan, _capped(mpmath.atan, lambda s: s * mpmath.pi / 2),
+           "inverse tangent, in radians between -pi/2 and pi/2 (CIoU's aspect term)",
+           range_=Range(positive="arg", nonneg="arg", bounded="yes")),
     _unary("cos", sp.cos, _capped(mpmath.cos, lambda s: _NAN), "cosine (x in radians)", range_=Range(bounded="yes")),
     _unary("sin", sp.sin, _capped(mpmath.sin, lambda s: _NAN), "sine (x in radians)", range_=Range(bounded="yes")),
     _sugar("relu", "relu(x)", "elementwise", "max(x, 0) with relu'(0) = 0; NaN gives 0 (the select, unlike torch)", _relu, "where(x > 0, x, 0)"),
@@ -267,8 +270,8 @@ FUNCTIONS: tuple[Function, ...] = (
                "write the angle's cosine and sine instead (cos(2t) = 2c**2 - 1, sin(t) = sqrt(1 - c**2)), "
                "as arcface does", nargs=None, gradient=False, section="refused") for name in ("acos", "asin")),
     *(Function(name, f"{name}(x, axis=K)", "refused",
-               "the language has no cumulative operations along an axis; a cumulative sum over K is "
-               "sum(rename(x, K=J) * T, axis=J) with T an input of shape [J, K] holding 1 where j <= k "
+               "the language has no cumulative operations along an axis; a cumulative sum of x over K "
+               "is sum(where(index(J) <= index(K), rename(x, K=J), 0), axis=J), J a new axis name "
                "(Wasserstein-1 between histograms)", nargs=None, gradient=False,
                section="refused") for name in ("cumsum", "cumprod")),
 )

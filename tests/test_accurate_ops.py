@@ -211,3 +211,17 @@ def test_log_is_accurate_in_both_dtypes(backend, dtype, tmp_path):
     eps = np.finfo(dtype).eps
     assert np.max(_rel(value, _exact(mp.log, x, dtype), dtype)) <= ULPS * eps
     assert np.max(_rel(grad, _exact(lambda v: 1 / v, x, dtype), dtype)) <= ULPS * eps
+
+
+ATAN_X = (-1e6, -30.0, -1.0, -1e-3, -1e-30, 0.0, 1e-30, 1e-3, 0.5, 1.0, 7.0, 1e3, 1e9)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_atan_and_its_gradient(backend, dtype, tmp_path):
+    """atan (a registry entry since CIoU needs it): value and 1 / (1 + x**2) within a few ulps."""
+    x = np.array(ATAN_X)
+    value, (grad,) = verify.runner(backend).gradient(_probe(backend, "atan", ["x"], tmp_path), [x], dtype, "eager")
+    eps = np.finfo(dtype).eps
+    assert np.max(_rel(value, _exact(mp.atan, x, dtype), dtype)) <= ULPS * eps
+    assert np.max(_rel(grad, _exact(lambda v: 1 / (1 + v * v), x, dtype), dtype)) <= ULPS * eps

@@ -53,3 +53,40 @@ def test_a_strict_bound_gives_the_exact_value_near_it(backend):
     spec = spec_from_text(STRICT, "strict.yaml")
     rows = verify.run([spec], (backend,), dtypes=("float64",), modes=("eager",), root=Path("."))
     assert rows and all(r.ok for r in rows), [r.failures[:2] for r in rows]
+
+
+CIOU_ASPECT = """
+name: ciou_aspect
+summary: CIoU's aspect-ratio consistency term.
+inputs:
+  w: {dtype: float, shape: [N], domain: "(0, inf)"}
+  h: {dtype: float, shape: [N], domain: "(0, inf)"}
+  wg: {dtype: float, shape: [N], domain: "(0, inf)"}
+  hg: {dtype: float, shape: [N], domain: "(0, inf)"}
+formula: |
+  v = 4 / pi**2 * (atan(wg / hg) - atan(w / h))**2
+  loss = v + atan(w - h)
+"""
+
+
+@pytest.mark.parametrize("backward", ["autograd", "custom"])
+@pytest.mark.parametrize("backend", ["paddle", "mindspore"])
+def test_atan_is_a_function_of_the_language(backend, backward):
+    """CIoU's aspect term needs atan, which was an unknown function whose hint was tanh."""
+    spec = spec_from_text(CIOU_ASPECT + f"backward: {backward}\n", "ciou_aspect.yaml")
+    rows = verify.run([spec], (backend,), dtypes=("float64", "float32"), modes=("eager", "graph"), root=Path("."))
+    assert len(rows) == 4 and all(r.ok for r in rows), [r.failures[:2] for r in rows]
+    if backward == "custom":
+        assert "Backward" in compile_spec(spec, get(backend))
+
+
+def test_the_cumulative_sum_hint_is_a_formula_that_compiles():
+    """The hint wrote an input named T, which is no snake_case name (E120), on axes J and K (E235)."""
+    import re
+
+    from losscc.functions import FUNCTIONS
+
+    doc = next(f.doc for f in FUNCTIONS if f.name == "cumsum")
+    formula = re.search(r"(sum\(where\(.*?axis=J\))", doc).group(1)
+    build_program(spec_from_text("name: emd\nsummary: s.\ninputs:\n  x: {dtype: float, shape: [N, K]}\n"
+                                 f"formula: |\n  loss = sum(abs({formula}), axis=K)\n", "emd.yaml"))

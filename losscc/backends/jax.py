@@ -163,6 +163,7 @@ BACKEND = Backend(
         "abs": "_abs({x})",
         "tanh": "_tanh({x})",  # not jnp.tanh: its gradient is 0 in the tails
         "cosh": "jnp.cosh({x})",
+        "atan": "jnp.arctan({x})",
         "cos": "jnp.cos({x})",
         "sin": "jnp.sin({x})",
         "erf": "jax.lax.erf({x})",

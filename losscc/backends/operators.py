@@ -78,6 +78,7 @@ OPERATORS: Mapping[str, Operator] = MappingProxyType({o.key: o for o in (
     _op("tanh", "x", "hyperbolic tangent", "1 - tanh(x)**2, accurate in both tails",
         [Tie({"x": (0.0, 0.25, 25.0, -25.0)}, gradient={"x": (1.0, 0.940014848806378, 7.714999391855671e-22, 7.714999391855671e-22)})]),
     _op("cosh", "x", "hyperbolic cosine"),
+    _op("atan", "x", "inverse tangent"),
     _op("cos", "x", "cosine"),
     _op("sin", "x", "sine"),
     _op("erf", "x", "error function"),

@@ -257,6 +257,7 @@ BACKEND = Backend(
         "abs": "paddle.abs({x})",
         "tanh": "_tanh({x})",  # not paddle.tanh: its gradient is 0 in the tails
         "cosh": "paddle.cosh({x})",
+        "atan": "paddle.atan({x})",
         "cos": "paddle.cos({x})",
         "sin": "paddle.sin({x})",
         "erf": "paddle.erf({x})",
