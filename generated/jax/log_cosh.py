@@ -101,6 +101,13 @@ def _clip(x, lo=None, hi=None):
     return x
 
 
+def _expm1(x):
+    """exp(x) - 1: the native kernel's gradient is out + 1 of the rounded out, 0 where out
+    rounds to -1 (x below about -17 in float32, -37 in float64); below -1 the value is
+    exp(x) - 1, whose gradient exp(x) keeps its relative accuracy. Above -1 the native kernel."""
+    return jnp.where(x < -1, jnp.exp(jnp.minimum(x, -1.0)) - 1, jnp.expm1(x))
+
+
 def log_cosh(input, target, weight=None, *, reduction="mean"):
     """Log-cosh regression loss, log(cosh(input - target)), as tf.keras.losses.LogCosh.
 
@@ -130,7 +137,7 @@ def log_cosh(input, target, weight=None, *, reduction="mean"):
         magnitude_1 = _abs(_clip(t, -2, 2))
         loss = jnp.where(
             magnitude < 2,
-            jnp.log1p(jnp.expm1(magnitude_1) ** 2 * jnp.exp(-magnitude_1) / 2),
+            jnp.log1p(_expm1(magnitude_1) ** 2 * jnp.exp(-magnitude_1) / 2),
             magnitude + jax.nn.softplus(-2 * magnitude) - 0.6931471805599453,
         )
         if reduction == "none":
@@ -145,7 +152,7 @@ def log_cosh(input, target, weight=None, *, reduction="mean"):
         magnitude_1 = _abs(_clip(t, -2, 2))
         branch = jnp.where(
             magnitude < 2,
-            jnp.log1p(jnp.expm1(magnitude_1) ** 2 * jnp.exp(-magnitude_1) / 2),
+            jnp.log1p(_expm1(magnitude_1) ** 2 * jnp.exp(-magnitude_1) / 2),
             magnitude + jax.nn.softplus(-2 * magnitude) - 0.6931471805599453,
         )
         loss = weight * branch

@@ -105,6 +105,13 @@ def _log_softmax(x, axis):
     return shifted - jnp.log1p(rest)
 
 
+def _expm1(x):
+    """exp(x) - 1: the native kernel's gradient is out + 1 of the rounded out, 0 where out
+    rounds to -1 (x below about -17 in float32, -37 in float64); below -1 the value is
+    exp(x) - 1, whose gradient exp(x) keeps its relative accuracy. Above -1 the native kernel."""
+    return jnp.where(x < -1, jnp.exp(jnp.minimum(x, -1.0)) - 1, jnp.expm1(x))
+
+
 def poly_loss(logits, labels, *, epsilon=2.0, reduction="mean"):
     """Poly-1 loss (Leng et al., 2022), cross-entropy plus epsilon * (1 - pt), as
     optax.losses.poly_loss_cross_entropy.
@@ -129,7 +136,7 @@ def poly_loss(logits, labels, *, epsilon=2.0, reduction="mean"):
         labels = jnp.astype(labels, jnp.float32)
     B = tuple(logits.shape[0:-1])
     log_probs = _log_softmax(logits, -1)
-    one_minus_pt = jnp.sum(-(labels * jnp.expm1(log_probs)), axis=-1, keepdims=True)
+    one_minus_pt = jnp.sum(-(labels * _expm1(log_probs)), axis=-1, keepdims=True)
     total = jnp.sum(labels * log_probs, axis=-1, keepdims=True)
     loss = epsilon * one_minus_pt - total
     if reduction == "none":

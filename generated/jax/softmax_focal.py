@@ -128,6 +128,13 @@ def _gather_log_softmax(x, axis, index):
     return jnp.take_along_axis(shifted, index, axis=axis) - jnp.log1p(rest)
 
 
+def _expm1(x):
+    """exp(x) - 1: the native kernel's gradient is out + 1 of the rounded out, 0 where out
+    rounds to -1 (x below about -17 in float32, -37 in float64); below -1 the value is
+    exp(x) - 1, whose gradient exp(x) keeps its relative accuracy. Above -1 the native kernel."""
+    return jnp.where(x < -1, jnp.exp(jnp.minimum(x, -1.0)) - 1, jnp.expm1(x))
+
+
 def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
     """Softmax focal loss with per-class alpha (Lin et al., 2017).
 
@@ -157,7 +164,7 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
     # specialised: the defaults substituted into the loss
     if alpha is None:
         picked = _gather_log_softmax(input, -1, target)
-        t = -jnp.expm1(picked)
+        t = -_expm1(picked)
         frozen = jax.lax.stop_gradient(t)
         t_1 = t > 0
         loss = (
@@ -174,7 +181,7 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
     else:
         picked = jnp.take(alpha, target)
         picked_1 = _gather_log_softmax(input, -1, target)
-        t = -jnp.expm1(picked_1)
+        t = -_expm1(picked_1)
         frozen = jax.lax.stop_gradient(t)
         t_1 = t > 0
         loss = -(

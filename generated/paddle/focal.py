@@ -116,6 +116,15 @@ def _gather_log_softmax(x, axis, index):
     return shifted - paddle.log1p(rest)
 
 
+def _expm1(x):
+    """exp(x) - 1: the native kernel's gradient is out + 1 of the rounded out, 0 where out
+    rounds to -1 (x below about -17 in float32, -37 in float64); below -1 the value is
+    exp(x) - 1, whose gradient exp(x) keeps its relative accuracy. Above -1 the native kernel."""
+    return paddle.where(
+        x < -1, paddle.exp(paddle.clip(x, max=-1.0)) - 1, paddle.expm1(x)
+    )
+
+
 def _shape(x):
     """x's shape as a tuple, with sizes unknown until run time read as tensors.
 
@@ -155,7 +164,7 @@ def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
     gamma = paddle.full([], gamma, dtype=dtype)
     label = paddle.reshape(label, (N, 1))
     picked = _gather_log_softmax(logits, -1, label)
-    t = -paddle.expm1(picked)
+    t = -_expm1(picked)
     frozen = paddle.assign(t).detach()
     t_1 = t > 0
     t_2 = (

@@ -92,6 +92,15 @@ def _softplus(x):
     return paddle.where(positive, x, paddle.zeros_like(x)) + tail
 
 
+def _expm1(x):
+    """exp(x) - 1: the native kernel's gradient is out + 1 of the rounded out, 0 where out
+    rounds to -1 (x below about -17 in float32, -37 in float64); below -1 the value is
+    exp(x) - 1, whose gradient exp(x) keeps its relative accuracy. Above -1 the native kernel."""
+    return paddle.where(
+        x < -1, paddle.exp(paddle.clip(x, max=-1.0)) - 1, paddle.expm1(x)
+    )
+
+
 def log_cosh(input, target, weight=None, *, reduction="mean"):
     """Log-cosh regression loss, log(cosh(input - target)), as tf.keras.losses.LogCosh.
 
@@ -123,7 +132,7 @@ def log_cosh(input, target, weight=None, *, reduction="mean"):
         loss = paddle.where(
             magnitude < 2,
             paddle.log1p(
-                paddle.square(paddle.expm1(magnitude_1)) * paddle.exp(-magnitude_1) / 2
+                paddle.square(_expm1(magnitude_1)) * paddle.exp(-magnitude_1) / 2
             ),
             magnitude
             + _softplus(-2 * magnitude)
@@ -142,7 +151,7 @@ def log_cosh(input, target, weight=None, *, reduction="mean"):
         branch = paddle.where(
             magnitude < 2,
             paddle.log1p(
-                paddle.square(paddle.expm1(magnitude_1)) * paddle.exp(-magnitude_1) / 2
+                paddle.square(_expm1(magnitude_1)) * paddle.exp(-magnitude_1) / 2
             ),
             magnitude
             + _softplus(-2 * magnitude)

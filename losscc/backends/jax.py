@@ -54,6 +54,12 @@ _SIGMOID = '''def _sigmoid(x):
     small = jax.nn.sigmoid(jnp.where(positive, -x, x))
     return jnp.where(positive, 1 - small, small)'''
 
+_EXPM1 = '''def _expm1(x):
+    """exp(x) - 1: the native kernel's gradient is out + 1 of the rounded out, 0 where out
+    rounds to -1 (x below about -17 in float32, -37 in float64); below -1 the value is
+    exp(x) - 1, whose gradient exp(x) keeps its relative accuracy. Above -1 the native kernel."""
+    return jnp.where(x < -1, jnp.exp(jnp.minimum(x, -1.0)) - 1, jnp.expm1(x))'''
+
 _TANH = '''def _tanh(x):
     """tanh(x) as +-(1 - 2 sigmoid(-2|x|)) from |x| = 1/2 on: the native kernel's gradient
     is 1 - t**2 of the rounded t, 0 where t rounds to 1 (|x| beyond about 9 in float32, 19
@@ -157,7 +163,7 @@ BACKEND = Backend(
         "log": "jnp.log({x})",
         # XLA's log1p and expm1 are accurate near 0 in float64 and float32
         "log1p": "jnp.log1p({x})",
-        "expm1": "jnp.expm1({x})",
+        "expm1": "_expm1({x})",  # not jnp.expm1: its gradient is 0 far below 0
         "sqrt": "jnp.sqrt({x})",
         "rsqrt": "jax.lax.rsqrt({x})",
         "abs": "_abs({x})",
@@ -216,6 +222,6 @@ BACKEND = Backend(
         "int_dtypes": "(jnp.int32, jnp.int64)",
         "float32": "jnp.float32",
     }),
-    helpers=_freeze({"sigmoid": _SIGMOID, "tanh": _TANH, "clip": _CLIP, "clip_min": _CLIP, "clip_max": _CLIP, "abs": _ABS,
+    helpers=_freeze({"sigmoid": _SIGMOID, "tanh": _TANH, "expm1": _EXPM1, "clip": _CLIP, "clip_min": _CLIP, "clip_max": _CLIP, "abs": _ABS,
                      "log_softmax": _LOG_SOFTMAX, "gather_log_softmax": _GATHER_LOG_SOFTMAX}),
 )

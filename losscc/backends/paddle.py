@@ -23,6 +23,12 @@ _SIGMOID = '''def _sigmoid(x):
     small = F.sigmoid(paddle.where(positive, -x, x))
     return paddle.where(positive, 1 - small, small)'''
 
+_EXPM1 = '''def _expm1(x):
+    """exp(x) - 1: the native kernel's gradient is out + 1 of the rounded out, 0 where out
+    rounds to -1 (x below about -17 in float32, -37 in float64); below -1 the value is
+    exp(x) - 1, whose gradient exp(x) keeps its relative accuracy. Above -1 the native kernel."""
+    return paddle.where(x < -1, paddle.exp(paddle.clip(x, max=-1.0)) - 1, paddle.expm1(x))'''
+
 _TANH = '''def _tanh(x):
     """tanh(x) as +-(1 - 2 sigmoid(-2|x|)) from |x| = 1/2 on: the native kernel's gradient
     is 1 - t**2 of the rounded t, 0 where t rounds to 1 (|x| beyond about 9 in float32, 19
@@ -250,7 +256,7 @@ BACKEND = Backend(
         "exp": "paddle.exp({x})",
         "log": "paddle.log({x})",
         "log1p": "paddle.log1p({x})",
-        "expm1": "paddle.expm1({x})",
+        "expm1": "_expm1({x})",  # not paddle.expm1: its gradient is 0 far below 0
         "square": "paddle.square({x})",  # x ** 2 goes to the generic pow kernel, 30x slower
         "sqrt": "paddle.sqrt({x})",
         "rsqrt": "paddle.rsqrt({x})",
@@ -313,7 +319,7 @@ BACKEND = Backend(
         "int_dtypes": "(paddle.int32, paddle.int64)",
         "float32": "'float32'",
     }),
-    helpers=_freeze({"logsumexp": _LOGSUMEXP, "softplus": _SOFTPLUS, "sigmoid": _SIGMOID, "tanh": _TANH,
+    helpers=_freeze({"logsumexp": _LOGSUMEXP, "softplus": _SOFTPLUS, "sigmoid": _SIGMOID, "tanh": _TANH, "expm1": _EXPM1,
                      "log_softmax": _LOG_SOFTMAX, "gather_log_softmax": _GATHER_LOG_SOFTMAX,
                      "shape": _SHAPE}),
 )
