@@ -329,4 +329,23 @@ def _path(low: Lowerer, prog, spec, gr, absent: set, gvars: dict, dout: str,
     return lines
 
 
-__all__ = ["Custom", "custom_context", "fallback_reason"]
+def fallback_warnings(specs, backends) -> list:
+    """W310 for each spec that asks for ``backward: custom`` (its own field or the project's
+    default) and keeps autograd in a backend, with the reason (docs/backward.md)."""
+    from .errors import Diagnostic
+    from .pipeline import prepare
+
+    out = []
+    for spec in specs:
+        if spec.backward != "custom":
+            continue
+        prep = prepare(spec)
+        for b in backends:
+            why = fallback_reason(prep, b)
+            if why is not None:
+                out.append(Diagnostic(spec.name_loc, "W310", f"backward: custom keeps autograd in {b.name}: {why}",
+                                      "warning"))
+    return out
+
+
+__all__ = ["Custom", "custom_context", "fallback_reason", "fallback_warnings"]

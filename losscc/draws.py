@@ -90,8 +90,9 @@ def _varied_params(spec: Spec, k: int) -> dict:
             params[p.name] = p.default
         elif p.kind == "bool":
             params[p.name] = bool((k % 2) ^ int(p.default))
-        elif p.kind == "int":
-            params[p.name] = p.default
+        elif p.kind == "int":  # one up in odd cases, one down in even ones, within the bounds
+            step = 1 if k % 2 else -1
+            params[p.name] = next(int(v) for v in (p.default + step, p.default - step, p.default) if p.admits(v))
         else:
             v = p.default + (0.5 if k % 2 else 0.25)
             if not p.admits(v):  # past the upper bound: on it, or halfway to a strict one

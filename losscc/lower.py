@@ -284,11 +284,8 @@ class Lowerer(OperatorLowering):
             return self.symbol_vars[e], ATOM
         raise KeyError(f"no variable for symbol {e}")
 
-    def _lower_BooleanTrue(self, e) -> tuple[str, int]:
-        return "True", ATOM
-
-    def _lower_BooleanFalse(self, e) -> tuple[str, int]:
-        return "False", ATOM
+    def _lower_BooleanAtom(self, e) -> tuple[str, int]:  # sp.true, sp.false
+        return str(bool(e)), ATOM
 
     def _lower_Integer(self, e) -> tuple[str, int]:
         v = int(e)
@@ -385,16 +382,19 @@ class Lowerer(OperatorLowering):
                 num.append(f)
         code = " * ".join(self.wrap(f, MUL) for f in num) if num else "1"
         if den:
-            dcode = self._divisor(den[0], MUL + 1) if len(den) == 1 else \
-                "(" + " * ".join(self._divisor(f, MUL) for f in den) + ")"
+            t = not all(self.python_number(f) for f in num)  # a tensor divided
+            dcode = self._divisor(den[0], MUL + 1, t) if len(den) == 1 else \
+                "(" + " * ".join(self._divisor(f, MUL, t) for f in den) + ")"
             code = f"{code} / {dcode}"
         return code, MUL
 
-    def _divisor(self, f: sp.Expr, prec: int) -> str:
-        """A factor of a denominator; an integer other than 2**k a tensor of the dtype where Python
-        numbers round to float32 (a graph mode scaled x / 3 by float32 1/3: 3e-8 off in float64)."""
-        if f.is_Integer and self.b.wrap_scalars and not power_of_two(float(f)):
-            return self.b.scalar.format(value=repr(float(f)), dtype=self.dtype())
+    def _divisor(self, f: sp.Expr, prec: int, of_tensor: bool = True) -> str:
+        """A factor of a denominator; an integer other than 2**k, or hyperparameters (x / k, k an
+        int) dividing a tensor, a tensor of the dtype where Python numbers round to float32
+        (a graph mode scaled x / 3 by float32 1/3: 3e-8 off in float64)."""
+        if self.b.wrap_scalars and (f.is_Integer and not power_of_two(float(f))
+                                    or of_tensor and not f.is_Number and self.python_number(f)):
+            return self.b.scalar.format(value=repr(float(f)) if f.is_Integer else self.value(f), dtype=self.dtype())
         return self.wrap(f, prec)
 
     def _lower_Pow(self, e: sp.Pow) -> tuple[str, int]:

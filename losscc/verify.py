@@ -364,7 +364,11 @@ def run_cli(args) -> int:
         raise SpecError([Diagnostic(Location(printable(" ".join(map(str, args.cases)), False)), "E176",
                                     f"--cases checks one spec, and {len(specs)} are selected: name the "
                                     "spec file too (losscc verify specs/<name>.yaml --cases FILE)")])
-    backends = tuple(args.backend or backend_names())
+    backends = tuple(args.backend or project.backends)  # [tool.losscc] backends, all by default
+    from .backward_emit import fallback_warnings
+
+    for w in fallback_warnings(specs, [get_backend(n) for n in backends]):  # what `custom` really runs
+        print(w.format(), file=sys.stderr)
     dtypes = tuple(args.dtype or DTYPES)
     modes = tuple(args.mode or MODES)
     start = time.time()

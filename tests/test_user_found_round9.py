@@ -123,3 +123,58 @@ def test_an_integer_power_difference_keeps_its_gradient_near_the_cutoff(backend,
     with mpmath.workdps(40):
         exact = np.array([float(mpmath.mpf(float(v)) * (1 - mpmath.mpf(float(v)) ** 2) ** 2) for v in r])
     assert np.max(np.abs(grad - exact) / exact) < 1e-3, (grad, exact)
+
+
+def test_random_cases_vary_int_hyperparameters_within_their_bounds():
+    """verify drew every int hyperparameter at its default: an exponent 1 / r was only ever
+    checked at r = 3."""
+    from losscc.draws import random_cases
+
+    spec = spec_from_text("name: t\nsummary: s.\ninputs:\n  x: {dtype: float, shape: [N], domain: \"(0, inf)\"}\n"
+                          "params:\n  r: {default: 3, min: 1, max: 4}\n  q: {default: 2, min: 2, max: 2}\n"
+                          "  s: {default: 4, min: 1, max: 4}\nformula: |\n  loss = x**(1 / r) * q * s\n", "t.yaml")
+    drawn = [c.params for c in random_cases(spec, 3, seed=0)]
+    assert [d["r"] for d in drawn] == [3, 4, 2]
+    assert [d["q"] for d in drawn] == [2, 2, 2] and [d["s"] for d in drawn] == [4, 3, 3]
+    assert all(isinstance(d["r"], int) for d in drawn)
+
+
+IDIV = """
+name: idiv
+summary: Division by int hyperparameters.
+inputs:
+  x: {dtype: float, shape: [N]}
+params:
+  k: {default: 7, min: 2}
+formula: |
+  loss = x / k + x**2 / (k - 1) + exp(x / (2 * k))
+"""
+
+
+@pytest.mark.parametrize("backend", ["paddle", "mindspore"])
+def test_a_tensor_divided_by_an_int_hyperparameter_keeps_float64(backend):
+    """Paddle's to_static turned x / k (k a Python int) into a scale by float32 1/k:
+    0.3333333432674408 for 1/3 in float64 (fresh-loss trial 10, a Renyi divergence at alpha = 8)."""
+    spec = spec_from_text(IDIV, "idiv.yaml")
+    rows = verify.run([spec], (backend,), dtypes=("float64",), modes=("eager", "graph"), root=Path("."))
+    assert len(rows) == 2 and all(r.ok for r in rows), [r.failures[:2] for r in rows]
+
+
+def test_a_custom_backward_that_keeps_autograd_says_so_and_verify_keeps_the_projects_backends(tmp_path):
+    """`backward: custom` fell back to autograd in silence (verify --backward custom reported a
+    pass of the autograd run); verify ran every backend although [tool.losscc] named one."""
+    import subprocess
+    import sys
+
+    (tmp_path / "pyproject.toml").write_text('[tool.losscc]\nbackends = ["paddle"]\n', encoding="utf-8")
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "scaled.yaml").write_text(
+        "name: scaled\nsummary: s.\ninputs:\n  x: {dtype: float, shape: [N]}\nlearnable:\n"
+        "  w: {shape: [1], init: 1.0}\nformula: |\n  loss = w[0] * x**2\nbackward: custom\n", encoding="utf-8")
+    gen = subprocess.run([sys.executable, "-m", "losscc", "generate"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300)
+    assert gen.returncode == 0 and "W310" in gen.stderr and "keeps autograd in paddle" in gen.stderr
+    ver = subprocess.run([sys.executable, "-m", "losscc", "verify", "--dtype", "float64", "--mode", "eager"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert ver.returncode == 0, ver.stdout + ver.stderr
+    assert "W310" in ver.stderr and "paddle" in ver.stdout and "mindspore" not in ver.stdout + ver.stderr
