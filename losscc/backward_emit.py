@@ -171,6 +171,16 @@ def _custom(prep, plan, backend: Backend, existing: tuple) -> Custom:
                 continue
             cast = f"{gvars[i.name]} = {backend.op('cast', x=gvars[i.name], dtype=loc.in_dtype)}"
             body += [f"    if {gvars[i.name]} is not None:", f"        {cast}"] if i.optional else [f"    {cast}"]
+    unbatched = dropin.unbatched_lines(spec, backend)  # a 0-D call: computed as [1], as the forward
+    if unbatched:
+        body = unbatched + body
+        flag = dropin.unbatched_flag(spec)
+        body.append(f"if {flag}:  # back to the 0-D inputs")
+        lead = dropin._leading_axis(spec.inputs)
+        for i in spec.inputs:
+            if i.dtype == "float" and i.shape and i.shape[0] == lead and not i.broadcast:
+                back = f"{gvars[i.name]} = {backend.op('reshape', x=gvars[i.name], shape='()')}"
+                body += [f"    if {gvars[i.name]} is not None:", f"        {back}"] if i.optional else [f"    {back}"]
     body.append(f"return {', '.join(gvars[n] for n in inputs)}" + ("," if len(inputs) == 1 else ""))
     helpers: list = []
     for _, _, hs in paths:

@@ -207,12 +207,10 @@ def page(spec: Spec, data: dict | None, records: list, results: dict | None = No
     lines = [f"# {spec.name}", "", f"{spec.summary}", "", " ".join(spec.description.split()), "",
              "## Formula", "", "As written:", "", "```text"]
     lines += [f"{b.name} = {' '.join(b.text.split())}" for b in spec.bindings]
-    lines += ["```", "", "Per-element loss as written (bindings inlined):", "", "$$",
-              latex(prep.prog.loss), "$$", "",
-              "As computed (after the stable rewrites and guards):", "", "$$", latex(prep.loss), "$$", ""]
+    lines += ["```", "", "Per-element loss as written (bindings inlined):", ""] + _math(prep.prog.loss)
+    lines += ["As computed (after the stable rewrites and guards):", ""] + _math(prep.loss)
     if prep.none is not None:
-        lines += [f"With {', '.join(f'`{n}`' for n in prep.none.inputs)} None:", "", "$$",
-                  latex(prep.none.loss), "$$", ""]
+        lines += [f"With {', '.join(f'`{n}`' for n in prep.none.inputs)} None:", ""] + _math(prep.none.loss)
     lines += ["## Signature", ""] + _signatures(spec, prep)
     lines += ["## Inputs", ""] + _input_rows(spec) + ["", "## Parameters", ""] + _param_rows(spec) + [""]
     lines += ["## Notes", ""] + _notes(spec, prep) + [""]
@@ -237,6 +235,18 @@ def page(spec: Spec, data: dict | None, records: list, results: dict | None = No
                      "gradient from the framework's autograd) on the same inputs." if "builtin" in data else ""), "",
                   f"![{spec.name}: loss and gradient](img/{spec.name}.png)", ""]
     return "\n".join(lines)
+
+
+MATH_CHARS = 20_000  # one formula's LaTeX on a page: the pages stay far below MAX_PAGE_BYTES
+
+
+def _math(e) -> list[str]:
+    """A display formula, or a note where its LaTeX (bindings inlined, a tree) is too long to read."""
+    text = latex(e)
+    if len(text) > MATH_CHARS:
+        return [f"(its LaTeX has {len(text)} characters, over {MATH_CHARS}: see the formula as written "
+                "above, or `losscc explain`)", ""]
+    return ["$$", text, "$$", ""]
 
 
 def _drawn_label() -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import bounded
 from .casedata import CaseData
 from .spec import Input, Spec
 
@@ -267,8 +268,10 @@ def _boundary_variants(spec: Spec, base: CaseData, floats: list[Input]) -> list[
             break
     out, seen = [], set()
     for lhs, rhs in pairs:
-        f = (lhs - rhs).subs(fixed)
-        if f.has(ir.TensorOp) or not f.free_symbols or not f.free_symbols <= set(names):
+        # every substitution is bounded: a tower of exp at a number asks mpmath for ln 2 to
+        # astronomic precision (bounded.substitute stops past 1e300)
+        f = bounded.substitute(lhs - rhs, fixed)
+        if f is None or f.has(ir.TensorOp) or not f.free_symbols or not f.free_symbols <= set(names):
             continue
         xs = [s for s in sorted(f.free_symbols, key=str) if names[s] in floats and not names[s].domain.is_set]
         if not xs:
@@ -276,8 +279,8 @@ def _boundary_variants(spec: Spec, base: CaseData, floats: list[Input]) -> list[
         x = xs[0]
         rep = {s: float(np.asarray(base.inputs[names[s].name], dtype=float).reshape(-1)[0])
                for s in f.free_symbols if s != x}
-        g = f.subs({s: sp.Float(v, 30) for s, v in rep.items()})
-        root = _bisect(g, x, names[x].domain)
+        g = bounded.substitute(f, {s: sp.Float(v, 30) for s, v in rep.items()})
+        root = _bisect(g, x, names[x].domain) if g is not None else None
         if root is None or (x, root) in seen:
             continue
         seen.add((x, root))
@@ -310,7 +313,10 @@ def _bisect(g, x, domain, steps: int = 80):
 
     def val(t: float):
         try:
-            r = complex(g.subs(x, sp.Float(t, 30)).evalf(30))
+            v = bounded.substitute(g, {x: sp.Float(t, 30)})
+            if v is None or not v.is_number:
+                return None
+            r = complex(v.evalf(30))
         except (TypeError, ValueError, ZeroDivisionError):
             return None
         return r.real if abs(r.imag) == 0 and np.isfinite(r.real) else None

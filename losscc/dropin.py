@@ -412,6 +412,7 @@ def cast_lines(spec, backend) -> list[str]:
 def unbatched_flag(spec) -> str:
     """The local that says a 0-D call was made (a name no spec argument has)."""
     taken = {i.name for i in spec.inputs} | {p.name for p in spec.params} | {lr.name for lr in spec.learnable}
+    taken |= {b.name for b in spec.bindings}  # the lowering may name a local after a binding
     name, k = "unbatched", 1
     while name in taken:
         name, k = f"unbatched_{k}", k + 1

@@ -19,6 +19,7 @@ MAX_FIXED_SIZE = 64        # size of an axis of a fixed size (shape: [N, K=4])
 MAX_FIXED_ELEMENTS = 4096  # product of a spec's fixed axis sizes
 MAX_INPUTS = 32
 MAX_PARAMS = 32
+MAX_REDUCTIONS = 8         # entries of `reductions:` (each lowers the loss once more; the catalogue has 1 at most)
 MAX_LEARNABLE_ELEMENTS = 4096
 MAX_CASES = 200
 MAX_CASE_ELEMENTS = 20000  # numbers in one case

@@ -109,7 +109,11 @@ def read_reductions(r: Reader, top: dict[str, Node], names: Namespace, path: str
     reductions = [ReductionDef(n, None) for n in BUILTIN_REDUCTIONS]
     if "reductions" not in top:
         return reductions
-    for key, node in r.entries(top["reductions"], "reductions").items():
+    entries = r.entries(top["reductions"], "reductions")
+    if len(entries) > limits.MAX_REDUCTIONS:
+        r.err(top["reductions"], "E104", f"reductions: more than the limit 'reductions' ({limits.MAX_REDUCTIONS})")
+        return reductions
+    for key, node in entries.items():
         rd = _reduction(r, node, key, names, path)
         if rd is None:
             continue
