@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from . import dagwalk, ir
+from . import dagwalk, hyperbolic, ir
 
 MODES = ("autograd", "custom", "auto")
 
@@ -198,7 +198,7 @@ class _Partials:
 
     def _p_cosh(self, e, g):  # sinh(u) = tanh(u) * cosh(u): operators every backend has
         u = e.args[0]
-        return [(u, g * sp.tanh(u) * e)]
+        return [(u, g * hyperbolic.tanh(u) * e)]
 
     def _p__PiecewiseConstant(self, e, g):
         return []

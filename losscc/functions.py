@@ -25,7 +25,7 @@ from types import MappingProxyType
 import mpmath
 import sympy as sp
 
-from . import ir
+from . import hyperbolic, ir
 
 # typing rules: methods ``rule_<name>`` of the parser's call rules
 RULES = ("elementwise", "variadic", "clip", "where", "piecewise", "reduce", "keep", "one_hot",
@@ -183,8 +183,8 @@ FUNCTIONS: tuple[Function, ...] = (
     _unary("softplus", ir.softplus, mp_softplus, "log(1 + exp(x)), without overflow", range_=_NONNEG),
     _sugar("log_sigmoid", "log_sigmoid(x)", "elementwise", "log(sigmoid(x)), finite for any x",
            lambda x: -ir.softplus(-x), "-softplus(-x)"),
-    _unary("tanh", sp.tanh, _capped(mpmath.tanh, mpmath.mpf), "hyperbolic tangent", range_=Range(bounded="yes")),
-    _unary("cosh", sp.cosh, _capped(mpmath.cosh, lambda s: mpmath.inf), "hyperbolic cosine"),
+    _unary("tanh", hyperbolic.tanh, _capped(mpmath.tanh, mpmath.mpf), "hyperbolic tangent", range_=Range(bounded="yes")),
+    _unary("cosh", hyperbolic.cosh, _capped(mpmath.cosh, lambda s: mpmath.inf), "hyperbolic cosine"),
     _unary("erf", sp.erf, _capped(mpmath.erf, mpmath.mpf), "error function, 2 / sqrt(pi) * integral of exp(-t**2) from 0 to x",
            range_=Range(bounded="yes")),
     _unary("atan", sp.atan, _capped(mpmath.atan, lambda s: s * mpmath.pi / 2),
@@ -285,7 +285,13 @@ def _by_name() -> MappingProxyType:
 
 
 def _by_node() -> MappingProxyType:
-    return MappingProxyType({f.node: f for f in FUNCTIONS if f.node is not None})
+    """Each record's node class, and SymPy's own class under losscc's cheap-assumption one
+    (hyperbolic.py): SymPy builds its own (a derivative's 1 - tanh(x)**2), which must lower too."""
+    out = {f.node: f for f in FUNCTIONS if f.node is not None}
+    for node, f in list(out.items()):
+        if isinstance(node, type) and node.__module__ == hyperbolic.__name__:
+            out.setdefault(node.__mro__[1], f)
+    return MappingProxyType(out)
 
 
 BY_NAME = _by_name()         # name -> its records (two for max and min)

@@ -76,3 +76,27 @@ def test_extreme_boundary_draws_of_a_tower_of_exponentials_are_bounded(tmp_path)
     (proj / "pyproject.toml").write_text('[tool.losscc]\nbackends = ["paddle"]\n', encoding="utf-8")
     rc, out, err = cli(["verify", "--extreme", "--mode", "eager", "--dtype", "float64"], proj)
     assert rc in (0, 1) and "Traceback" not in out + err, err[-2000:]
+
+
+@pytest.mark.parametrize("line", ["sqrt(tanh(A)**2 + A**2)", "sqrt(cosh(A))", "cosh(sqrt(A**2 + 1))",
+                                  "sqrt(tanh(A) + 2)"])
+def test_chained_roots_of_hyperbolic_functions_parse_in_bounded_time(tmp_path, line):
+    """SymPy's cosh/tanh assumptions took the argument's imaginary part modulo pi (Mod, gcd)
+    on every query: four to eight such lines took 20 s to minutes at parse."""
+    formula = "\n".join(["a0 = x - y"] + [f"a{i} = " + line.replace("A", f"a{i - 1}") for i in range(1, 9)]
+                        + ["loss = a8 * y"])
+    proj = project(tmp_path, {"hyp": spec_text("hyp", formula, "x y", "backward: custom\n")})
+    rc, out, err = cli(["generate", "specs", "-o", "out"], proj)
+    assert rc in (0, 2) and "Traceback" not in out + err, err[-2000:]
+    assert rc == 0 or "[E104]" in err
+
+
+def test_the_cheap_assumptions_answer_for_real_arguments():
+    import sympy as sp
+
+    from losscc import hyperbolic
+
+    r, z = sp.Symbol("r", real=True), sp.Symbol("z")
+    assert hyperbolic.cosh(r).is_positive and hyperbolic.tanh(r).is_real and hyperbolic.tanh(r).is_finite
+    assert hyperbolic.cosh(z).is_positive is None and hyperbolic.tanh(z).is_real is None
+    assert hyperbolic.tanh(z).diff(z) == 1 - hyperbolic.tanh(z) ** 2 and isinstance(hyperbolic.cosh(z), sp.cosh)

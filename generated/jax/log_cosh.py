@@ -102,9 +102,9 @@ def _clip(x, lo=None, hi=None):
 
 
 def _expm1(x):
-    """exp(x) - 1: the native kernel's gradient is out + 1 of the rounded out, 0 where out
-    rounds to -1 (x below about -17 in float32, -37 in float64); below -1 the value is
-    exp(x) - 1, whose gradient exp(x) keeps its relative accuracy. Above -1 the native kernel."""
+    """exp(x) - 1: the native kernel's gradient is out + 1 of the rounded out, 0 where
+    out rounds to -1 (x below about -17 in float32, -37 in float64); below -1 it is
+    exp(x) - 1, whose gradient exp(x) keeps its relative accuracy; above, the kernel."""
     return jnp.where(x < -1, jnp.exp(jnp.minimum(x, -1.0)) - 1, jnp.expm1(x))
 
 

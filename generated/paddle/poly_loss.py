@@ -105,9 +105,9 @@ def _log_softmax(x, axis):
 
 
 def _expm1(x):
-    """exp(x) - 1: the native kernel's gradient is out + 1 of the rounded out, 0 where out
-    rounds to -1 (x below about -17 in float32, -37 in float64); below -1 the value is
-    exp(x) - 1, whose gradient exp(x) keeps its relative accuracy. Above -1 the native kernel."""
+    """exp(x) - 1: the native kernel's gradient is out + 1 of the rounded out, 0 where
+    out rounds to -1 (x below about -17 in float32, -37 in float64); below -1 it is
+    exp(x) - 1, whose gradient exp(x) keeps its relative accuracy; above, the kernel."""
     return paddle.where(
         x < -1, paddle.exp(paddle.clip(x, max=-1.0)) - 1, paddle.expm1(x)
     )
