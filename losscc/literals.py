@@ -62,3 +62,16 @@ def is_negative(t) -> bool:
         c, _ = t.as_coeff_Mul()
         return bool(c.is_Number and c.is_negative)
     return False
+
+
+def cancelling_pair(terms) -> tuple | None:
+    """(f(a), -f(b)): a positive and a negative term of one function of one argument (log),
+    which a sum adds first: where f(a) and f(b) are close their difference is exact, and
+    adding a third term in between rounds it away (r + log(i) - log(t) - 1 at i = t)."""
+    pos = [t for t in terms if isinstance(t, sp.Function) and len(t.args) == 1]
+    for t in pos:
+        for n in terms:
+            m = -n
+            if is_negative(n) and type(m) is type(t) and m != t:
+                return t, n
+    return None

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import sympy as sp
+
+from . import ir
 from .backends import Backend
 from .parse import Program
 
@@ -64,3 +67,15 @@ class Locals:
         return set(self.sizes.values()) | {self.dtype, self.in_dtype, self.half, self.result}
 
 
+# the variable a node's value is stored in, by node type (the nearest along its MRO)
+HINTS = {ir.LogSoftmax: "log_probs", ir.Softmax: "probs", ir.LogSumExp: "lse", ir.ReduceSum: "total",
+       ir.ReduceMean: "avg", ir.ReduceMax: "peak", ir.Gather: "picked", ir.OneHot: "onehot", ir.Component: "part",
+       ir.StopGradient: "frozen", sp.exp: "e", sp.log: "lg", ir.softplus: "sp", ir.sigmoid: "sig",
+       sp.Piecewise: "branch", sp.Abs: "magnitude", ir.ArgMax: "top", ir.ArgMin: "bottom", ir.Index: "position",
+       ir.Rename: "renamed", ir.Diff: "step",
+       ir.Round: "rounded", ir.Floor: "floored", ir.Ceil: "ceiled", ir.Sign: "signs"}
+
+
+def hint(e) -> str:
+    """The name a node's variable is given (``t`` by default, then numbered)."""
+    return next((HINTS[cls] for cls in type(e).__mro__ if cls in HINTS), "t")

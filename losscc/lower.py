@@ -28,12 +28,14 @@ import sympy as sp
 from . import functions, fusion, ir
 from .backends import Backend
 from .layout import power, unary_needs_parens
+from .literals import cancelling_pair
 from .literals import factored as _factored
 from .literals import is_f32_exact as _is_f32_exact
 from .literals import is_negative as _is_negative
 from .literals import power_of_two
 from .lower_ops import OperatorLowering
 from .localnames import Locals, allocate, import_names  # noqa: F401  (import_names: re-exported)
+from .localnames import hint as _hint
 from .operands import ADD, AND, ATOM, CMP, MUL, NOT, OR, POW, UNARY, VALUE_OPERANDS, analyse, is_atomic, is_simple
 from .parse import Program, TType
 from .shapes import canonical_shape, plain_shape, span  # noqa: F401  (re-exported for the pipeline)
@@ -357,7 +359,11 @@ class Lowerer(OperatorLowering):
         one = len(tensors) == 1 and len(terms) > 2
         terms.sort(key=lambda t: (0 if t.is_number else 1 if t in tensors else 2) if one else
                    (last and self._constant_bound(t), _is_negative(t)))
-        out = ""
+        out, pair = "", cancelling_pair(terms)
+        if pair:  # f(a) - f(b) first: exact where they are close (Itakura-Saito's log(i) - log(t))
+            out = f"{self.wrap(pair[0], ADD)} - {self.wrap(-pair[1], MUL)}"
+            terms = [t for t in terms if t not in pair]
+            out = f"({out})" if terms else out
         for t in terms:
             if _is_negative(t):
                 out = f"{out} - {self.wrap(-t, MUL)}" if out else self.negate(-t, UNARY)
@@ -435,16 +441,3 @@ class Lowerer(OperatorLowering):
 def _sizes_only(e: sp.Expr) -> bool:
     """An expression of axis sizes and numbers only (`C + 1`): no tensor in it."""
     return e.has(ir.Size) and not e.xreplace({s: sp.S.One for s in e.atoms(ir.Size)}).free_symbols
-
-
-# the variable a node's value is stored in, by node type (the nearest along its MRO)
-_HINTS = {ir.LogSoftmax: "log_probs", ir.Softmax: "probs", ir.LogSumExp: "lse", ir.ReduceSum: "total",
-          ir.ReduceMean: "avg", ir.ReduceMax: "peak", ir.Gather: "picked", ir.OneHot: "onehot", ir.Component: "part",
-          ir.StopGradient: "frozen", sp.exp: "e", sp.log: "lg", ir.softplus: "sp", ir.sigmoid: "sig",
-          sp.Piecewise: "branch", sp.Abs: "magnitude", ir.ArgMax: "top", ir.ArgMin: "bottom", ir.Index: "position",
-          ir.Rename: "renamed", ir.Diff: "step",
-          ir.Round: "rounded", ir.Floor: "floored", ir.Ceil: "ceiled", ir.Sign: "signs"}
-
-
-def _hint(e) -> str:
-    return next((_HINTS[cls] for cls in type(e).__mro__ if cls in _HINTS), "t")
