@@ -161,13 +161,23 @@ def _can_reach_zero(a, r: Ranges) -> bool:
     return not r.positive(a) and r.nonneg(a)
 
 
+TIGHT_FLOOR = 1e-30  # the clamp of a value > 0 by a margin the dtype may round away (normal in float32)
+
+
 def _eps_guard(e, ctx):
     a = _eps_target(e)
     if a is None or not _can_reach_zero(a, ctx.ranges):
         return None
+    # p - 1 with p > 1: exact wherever the dtype holds the margin, only a rounded 0 is clamped
+    tight = ctx.ranges.of(a).tight
+    floor = TIGHT_FLOOR if tight else ctx.eps
+    if isinstance(e, ir.log1p) and tight:  # 1e-30 - 1 rounds to -1: the floor on 1 + u, below -1/2
+        u, half = e.args[0], sp.Rational(1, 2)
+        return ir.Where(sp.StrictGreaterThan(u, -half), ir.log1p(sp.Max(u, -half)),
+                        sp.log(sp.Max(1 + u, sp.Float(floor))))
     if isinstance(e, ir.log1p):  # log1p(max(u, eps - 1)) = log(max(1 + u, eps))
-        return ir.log1p(sp.Max(e.args[0], sp.Float(ctx.eps) - 1))
-    return e.func(sp.Max(a, sp.Float(ctx.eps)), *e.args[1:])
+        return ir.log1p(sp.Max(e.args[0], sp.Float(floor) - 1))
+    return e.func(sp.Max(a, sp.Float(floor)), *e.args[1:])
 
 
 EPS_GUARDS = Bundle("eps-guards", (

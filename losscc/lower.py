@@ -409,7 +409,7 @@ class Lowerer(OperatorLowering):
             return self.call("sqrt" if ex > 0 else "rsqrt", x=self.function_arg(base))
         if ex.is_Number and ex.is_negative:
             return f"1 / {self.wrap(base ** -ex, MUL + 1)}", MUL
-        if ex == 2 and "square" in self.b.ops:  # a backend whose integer pow is a slow generic kernel
+        if ex == 2 and "square" in self.b.ops and not self.python_number(base):  # a slow generic pow kernel
             return self.call("square", x=self.value(base))
         if ex.is_Integer:
             return power(self.wrap(base, ATOM), str(int(ex))), POW

@@ -27,11 +27,12 @@ class Facts:
     positive: bool = False   # > 0 (and finite)
     nonneg: bool = False     # >= 0
     bounded: bool = False    # |value| <= BOUND
+    tight: bool = False      # > 0 over the reals, by a margin the dtype may round away
 
 
-def facts(positive: bool = False, nonneg: bool = False, bounded: bool = False) -> Facts:
+def facts(positive: bool = False, nonneg: bool = False, bounded: bool = False, tight: bool = False) -> Facts:
     """Facts with the implication positive -> non-negative applied."""
-    return Facts(bool(positive), bool(positive or nonneg), bool(bounded))
+    return Facts(bool(positive), bool(positive or nonneg), bool(bounded), bool(tight) and not positive)
 
 
 NOTHING = Facts()
@@ -166,24 +167,29 @@ class Ranges:
         if not nonneg:  # a number less the inputs it bounds: 1 - p with p in [0, 1], p - 1 with p > 1
             lo = self._linear_bound(e, -1)
             if lo is not None and lo[0] >= 0:
-                return facts(lo[0] > 0 or lo[1], True, all(p.bounded for p in parts))
+                # p - 1 with p > 1 is > 0, but p = 1 + 1e-8 rounds to 1 in float32: a margin
+                # below 2**-20 of the terms' size (or none, by a strict bound) is "tight"
+                clear = lo[0] > 2.0**-20 * lo[2]
+                return facts(clear, True, all(p.bounded for p in parts), lo[0] > 0 or lo[1])
         return facts(nonneg and any(p.positive for p in parts), nonneg, all(p.bounded for p in parts))
 
-    def _linear_bound(self, e, side: int) -> tuple[float, bool] | None:
+    def _linear_bound(self, e, side: int) -> tuple[float, bool, float] | None:
         """A lower (`side` -1) or upper (+1) bound of `e` where it is a sum of numbers and
-        numbers times inputs or parameters with declared bounds, as (value, strict): strict
-        where some term's bound is never attained (`gt:`, an open interval); None otherwise."""
+        numbers times inputs or parameters with declared bounds, as (value, strict, size):
+        strict where some term's bound is never attained (`gt:`, an open interval), size the
+        sum of the terms' bounds' magnitudes; None otherwise."""
         if e.is_Number:
-            return (float(e), False) if e.is_finite else None
+            return (float(e), False, abs(float(e))) if e.is_finite else None
         if isinstance(e, sp.Symbol):
-            return self._bounds.get(e.name, (None, None))[side > 0]
+            b = self._bounds.get(e.name, (None, None))[side > 0]
+            return None if b is None else (b[0], b[1], abs(b[0]))
         if isinstance(e, sp.Mul) and len(e.args) == 2 and e.args[0].is_Number and e.args[0].is_finite:
             c = float(e.args[0])
             b = self._linear_bound(e.args[1], side if c > 0 else -side)
-            return None if b is None else (c * b[0], b[1] and c != 0)
+            return None if b is None else (c * b[0], b[1] and c != 0, abs(c) * b[2])
         if isinstance(e, sp.Add):
             bs = [self._linear_bound(a, side) for a in e.args]
-            return None if None in bs else (sum(b[0] for b in bs), any(b[1] for b in bs))
+            return None if None in bs else (sum(b[0] for b in bs), any(b[1] for b in bs), sum(b[2] for b in bs))
         return None
 
     def _range_Mul(self, e):

@@ -117,11 +117,11 @@ def read_inputs(r: Reader, top: dict[str, Node], names: Namespace, params: list[
 
 
 def left_reference(inputs, inp):
-    """The input a `broadcast: left` input is padded against: the first that does not
-    broadcast and holds its axes, where that one is required and its shape starts with the
-    input's (the padding adds trailing axes only); None otherwise."""
-    ref = next((i for i in inputs if not i.broadcast and set(inp.shape) <= set(i.shape)), None)
-    if ref is None or ref.optional or tuple(ref.shape[:len(inp.shape)]) != tuple(inp.shape):
+    """The input a `broadcast: left` input is padded against: the first required one that
+    does not broadcast and holds its axes, where its shape starts with the input's (the
+    padding adds trailing axes only); None otherwise."""
+    ref = next((i for i in inputs if not i.broadcast and not i.optional and set(inp.shape) <= set(i.shape)), None)
+    if ref is None or tuple(ref.shape[:len(inp.shape)]) != tuple(inp.shape):
         return None
     return ref
 

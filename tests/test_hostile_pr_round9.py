@@ -225,3 +225,13 @@ def test_verify_refuses_to_pass_over_nothing(tmp_path):
     p = subprocess.run([sys.executable, "-m", "losscc", "verify"], cwd=tmp_path, capture_output=True, text=True,
                        timeout=120)
     assert p.returncode == 2 and "E176" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_broadcast_left_skips_an_optional_input_for_its_reference():
+    """An optional [N, C] input before the required one made a valid [N] weight E124 (round 11)."""
+    from losscc.parse import build_program
+
+    build_program(spec_from_text(
+        "name: bl\nsummary: s.\ninputs:\n  w: {dtype: float, shape: [N, C], optional: true}\n"
+        "  x: {dtype: float, shape: [N, C]}\n  v: {dtype: float, shape: [N], broadcast: left}\n"
+        "formula: |\n  loss = v * x * w\n", "bl.yaml"))

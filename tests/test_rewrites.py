@@ -584,6 +584,9 @@ def test_power_minus_constant_is_an_identity_in_each_branch(before):
     selects = [n for n in sp.preorder_traversal(after) if isinstance(n, ir.Where)]
     assert len(selects) <= 1
     for whole in [after.xreplace({selects[0]: b}) for b in selects[0].args[1:]] if selects else [after]:
+        # the near form's max and min are the identity where it is taken: their first argument
+        whole = whole.replace(lambda n: isinstance(n, (sp.Max, sp.Min)) and n.has(x),
+                              lambda n: next(a for a in n.args if a.has(x)))
         d = elementary(before - unclipped(whole)).subs({x: p, y: q})
         assert sp.simplify(d) == 0, f"{before} -> {whole} is not an identity"
     # and the proof can fail: a wrong constant is caught
