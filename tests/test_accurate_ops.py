@@ -240,3 +240,25 @@ def test_expm1_keeps_its_gradient_far_below_zero(backend, dtype, tmp_path):
     eps = np.finfo(dtype).eps
     assert np.max(_rel(value, _exact(mp.expm1, x, dtype), dtype)) <= ULPS * eps
     assert np.max(_rel(grad, _exact(mp.exp, x, dtype), dtype)) <= ULPS * eps
+
+
+CONFIDENT = ((46.0, 0.0, -80.0), (20.0, -3.0, 1.0), (5.0, 4.0, -1.0), (0.5, 3.0, 3.0))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_picked_logit_keeps_its_gradient_when_confident(backend, dtype, tmp_path):
+    """d log_softmax(z)[y] / d z_y = 1 - p_y = the other entries' probabilities: computed as
+    1 / (1 + rest) - 1 it rounded to 0 at logits [46, 0, -80] (fresh-loss trial 11)."""
+    z = np.array(CONFIDENT)
+    index = np.array([[0], [0], [0], [1]])
+    _, (grad, _) = verify.runner(backend).gradient(
+        _probe(backend, "gather_log_softmax", ["x", "index"], tmp_path, axis="-1"), [z, index], dtype, "eager")
+    with mp.workdps(60):
+        want = []
+        for row, y in zip(np.asarray(z, dtype).astype(float), index[:, 0]):
+            e = [mp.exp(mp.mpf(v) - mp.mpf(max(row))) for v in row]
+            p = [v / sum(e) for v in e]
+            want.append([float(sum(p[j] for j in range(len(row)) if j != y)) if k == y else float(-p[k])
+                         for k in range(len(row))])
+    assert np.max(_rel(grad, np.array(want), dtype)) <= ULPS * np.finfo(dtype).eps, (grad, want)

@@ -164,23 +164,25 @@ def _log1p(x):
 
 
 def _gather_log_softmax(x, axis, index):
-    """log_softmax(x)[index] along the axis, accurate also near 0.
-
-    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
-    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
-    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
-    among tied maxima, cancels, so each entry gets its softmax gradient.
-    In float64 also for float32 input: the float32 exp kernel is off by about eps * |x|
-    (2e-5 at |x| = 80) and log by 1.6e-6 absolute.
+    """log_softmax(x)[index] along the axis, accurate also near 0, as _log_softmax (in float64).
+    Where the picked entry is the only maximum the row is shifted by that entry itself
+    (the same value): the gradient of its own logit, -rest / (1 + rest), is then one term,
+    where a shift by the row's maximum gives 1 / (1 + rest) - 1, which rounds to 0 for a
+    confident prediction (logits [46, 0, -80], label 0: -1.05e-20).
     """
     y = ops.cast(x, ms.float64)
     peak = ops.amax(y, axis, keepdims=True)
     top = y == peak
-    shifted = y - peak
-    below = ops.where(top, ops.zeros_like(y), ops.exp(shifted))
     ties = ops.sum(ops.cast(top, y.dtype), axis, keepdim=True)
+    picked = ops.gather_elements(y, axis, index)
+    own = ops.logical_and(picked >= peak, ties == 1)
+    shifted = y - ops.where(own, picked, peak)
+    below = ops.where(top, ops.zeros_like(y), ops.exp(shifted))
     rest = ops.sum(below, axis, keepdim=True) + (ties - 1)
-    return ops.cast(ops.gather_elements(shifted, axis, index) - _log1p(rest), x.dtype)
+    shifted = ops.gather_elements(shifted, axis, index)
+    # 0 where own (y - y), as a constant: its gradient 1 - 1 would meet -rest in `picked`
+    shifted = ops.where(own, ops.zeros_like(shifted), shifted)
+    return ops.cast(shifted - _log1p(rest), x.dtype)
 
 
 def arcface(

@@ -88,20 +88,23 @@ def _check_inputs(logits, label):
 
 
 def _gather_log_softmax(x, axis, index):
-    """log_softmax(x)[index] along the axis, accurate also near 0.
-
-    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
-    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
-    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
-    among tied maxima, cancels, so each entry gets its softmax gradient.
+    """log_softmax(x)[index] along the axis, accurate also near 0, as _log_softmax.
+    Where the picked entry is the only maximum the row is shifted by that entry itself
+    (the same value): the gradient of its own logit, -rest / (1 + rest), is then one term,
+    where a shift by the row's maximum gives 1 / (1 + rest) - 1, which rounds to 0 for a
+    confident prediction (logits [46, 0, -80], label 0: -1.05e-20).
     """
     peak = paddle.amax(x, axis=axis, keepdim=True)
-    top = x >= peak  # x == peak: the CPU equal kernel's scalar path has a tolerance
-    shifted = x - peak
-    below = paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted))
+    top = x >= peak
     ties = paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True)
+    picked = paddle.take_along_axis(x, index, axis=axis, broadcast=False)
+    own = paddle.logical_and(picked >= peak, ties == 1)
+    shifted = x - paddle.where(own, picked, peak)
+    below = paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted))
     rest = paddle.sum(below, axis=axis, keepdim=True) + (ties - 1)
     shifted = paddle.take_along_axis(shifted, index, axis=axis, broadcast=False)
+    # 0 where own (x - x), as a constant: its gradient 1 - 1 would meet -rest in `picked`
+    shifted = paddle.where(own, paddle.zeros_like(shifted), shifted)
     return shifted - paddle.log1p(rest)
 
 

@@ -41,9 +41,24 @@ _LOG_SOFTMAX_BODY = '''
 _LOG_SOFTMAX = ('''def _log_softmax(x, axis):
     """x - logsumexp(x) along the axis, accurate also near 0.
 ''' + _LOG_SOFTMAX_BODY + '''    return shifted - jnp.log1p(rest)''')
-_GATHER_LOG_SOFTMAX = ('''def _gather_log_softmax(x, axis, index):
-    """log_softmax(x)[index] along the axis, accurate also near 0.
-''' + _LOG_SOFTMAX_BODY + '''    return jnp.take_along_axis(shifted, index, axis=axis) - jnp.log1p(rest)''')
+_GATHER_LOG_SOFTMAX = '''def _gather_log_softmax(x, axis, index):
+    """log_softmax(x)[index] along the axis, accurate also near 0, as _log_softmax.
+    Where the picked entry is the only maximum the row is shifted by that entry itself
+    (the same value): the gradient of its own logit, -rest / (1 + rest), is then one term,
+    where a shift by the row's maximum gives 1 / (1 + rest) - 1, which rounds to 0 for a
+    confident prediction (logits [46, 0, -80], label 0: -1.05e-20).
+    """
+    peak = jnp.max(x, axis=axis, keepdims=True)
+    top = x == peak
+    ties = jnp.sum(top, axis=axis, keepdims=True, dtype=x.dtype)
+    picked = jnp.take_along_axis(x, index, axis=axis)
+    own = jnp.logical_and(picked >= peak, ties == 1)
+    shifted = x - jnp.where(own, picked, peak)
+    below = jnp.where(top, 0, jnp.exp(shifted))
+    rest = jnp.sum(below, axis=axis, keepdims=True) + (ties - 1)
+    shifted = jnp.take_along_axis(shifted, index, axis=axis)
+    # 0 where own (x - x), as a constant: its gradient 1 - 1 would meet -rest in `picked`
+    return jnp.where(own, 0, shifted) - jnp.log1p(rest)'''
 
 _SIGMOID = '''def _sigmoid(x):
     """1 / (1 + exp(-x)) as 1 - sigmoid(-x) above 0: the native kernel's gradient is

@@ -25,9 +25,26 @@ _LOG_SOFTMAX_BODY = '''
 _LOG_SOFTMAX = ('''def _log_softmax(x, axis):
     """x - logsumexp(x) along the axis, accurate also near 0.
 ''' + _LOG_SOFTMAX_BODY + '''    return ops.cast(shifted - _log1p(rest), x.dtype)''')
-_GATHER_LOG_SOFTMAX = ('''def _gather_log_softmax(x, axis, index):
-    """log_softmax(x)[index] along the axis, accurate also near 0.
-''' + _LOG_SOFTMAX_BODY + '''    return ops.cast(ops.gather_elements(shifted, axis, index) - _log1p(rest), x.dtype)''')
+_GATHER_LOG_SOFTMAX = '''def _gather_log_softmax(x, axis, index):
+    """log_softmax(x)[index] along the axis, accurate also near 0, as _log_softmax (in float64).
+    Where the picked entry is the only maximum the row is shifted by that entry itself
+    (the same value): the gradient of its own logit, -rest / (1 + rest), is then one term,
+    where a shift by the row's maximum gives 1 / (1 + rest) - 1, which rounds to 0 for a
+    confident prediction (logits [46, 0, -80], label 0: -1.05e-20).
+    """
+    y = ops.cast(x, ms.float64)
+    peak = ops.amax(y, axis, keepdims=True)
+    top = y == peak
+    ties = ops.sum(ops.cast(top, y.dtype), axis, keepdim=True)
+    picked = ops.gather_elements(y, axis, index)
+    own = ops.logical_and(picked >= peak, ties == 1)
+    shifted = y - ops.where(own, picked, peak)
+    below = ops.where(top, ops.zeros_like(y), ops.exp(shifted))
+    rest = ops.sum(below, axis, keepdim=True) + (ties - 1)
+    shifted = ops.gather_elements(shifted, axis, index)
+    # 0 where own (y - y), as a constant: its gradient 1 - 1 would meet -rest in `picked`
+    shifted = ops.where(own, ops.zeros_like(shifted), shifted)
+    return ops.cast(shifted - _log1p(rest), x.dtype)'''
 
 
 # public attribute names of a mindspore.nn.LossBase instance (tests/test_names.py checks the list)

@@ -65,10 +65,25 @@ _LOG_SOFTMAX_BODY = '''
 _LOG_SOFTMAX = ('''def _log_softmax(x, axis):
     """x - logsumexp(x) along the axis, accurate also near 0.
 ''' + _LOG_SOFTMAX_BODY + '''    return shifted - paddle.log1p(rest)''')
-_GATHER_LOG_SOFTMAX = ('''def _gather_log_softmax(x, axis, index):
-    """log_softmax(x)[index] along the axis, accurate also near 0.
-''' + _LOG_SOFTMAX_BODY + '''    shifted = paddle.take_along_axis(shifted, index, axis=axis, broadcast=False)
-    return shifted - paddle.log1p(rest)''')
+_GATHER_LOG_SOFTMAX = '''def _gather_log_softmax(x, axis, index):
+    """log_softmax(x)[index] along the axis, accurate also near 0, as _log_softmax.
+    Where the picked entry is the only maximum the row is shifted by that entry itself
+    (the same value): the gradient of its own logit, -rest / (1 + rest), is then one term,
+    where a shift by the row's maximum gives 1 / (1 + rest) - 1, which rounds to 0 for a
+    confident prediction (logits [46, 0, -80], label 0: -1.05e-20).
+    """
+    peak = paddle.amax(x, axis=axis, keepdim=True)
+    top = x >= peak
+    ties = paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True)
+    picked = paddle.take_along_axis(x, index, axis=axis, broadcast=False)
+    own = paddle.logical_and(picked >= peak, ties == 1)
+    shifted = x - paddle.where(own, picked, peak)
+    below = paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted))
+    rest = paddle.sum(below, axis=axis, keepdim=True) + (ties - 1)
+    shifted = paddle.take_along_axis(shifted, index, axis=axis, broadcast=False)
+    # 0 where own (x - x), as a constant: its gradient 1 - 1 would meet -rest in `picked`
+    shifted = paddle.where(own, paddle.zeros_like(shifted), shifted)
+    return shifted - paddle.log1p(rest)'''
 
 _SHAPE = '''def _shape(x):
     """x's shape as a tuple, with sizes unknown until run time read as tensors.
