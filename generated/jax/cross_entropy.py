@@ -131,7 +131,7 @@ def _gather_log_softmax(x, axis, index):
     """
     peak = jnp.max(x, axis=axis, keepdims=True)
     top = x == peak
-    ties = jnp.sum(top, axis=axis, keepdims=True, dtype=x.dtype)
+    ties = jnp.sum(top, axis=axis, keepdims=True, dtype=peak.dtype)
     picked = jnp.take_along_axis(x, index, axis=axis)
     own = jnp.logical_and(picked >= peak, ties == 1)
     shifted = x - jnp.where(own, picked, peak)
