@@ -176,9 +176,8 @@ def _custom(prep, plan, backend: Backend, existing: tuple) -> Custom:
         body = unbatched + body
         flag = dropin.unbatched_flag(spec)
         body.append(f"if {flag}:  # back to the 0-D inputs")
-        lead = dropin._leading_axis(spec.inputs)
-        for i in spec.inputs:
-            if i.dtype == "float" and i.shape and i.shape[0] == lead and not i.broadcast:
+        for i in dropin.unbatched_inputs(spec, backend):
+            if i.dtype == "float":
                 back = f"{gvars[i.name]} = {backend.op('reshape', x=gvars[i.name], shape='()')}"
                 body += [f"    if {gvars[i.name]} is not None:", f"        {back}"] if i.optional else [f"    {back}"]
     body.append(f"return {', '.join(gvars[n] for n in inputs)}" + ("," if len(inputs) == 1 else ""))
@@ -339,9 +338,10 @@ def _path(low: Lowerer, prog, spec, gr, absent: set, gvars: dict, dout: str,
     return lines
 
 
-def fallback_warnings(specs, backends) -> list:
+def fallback_warnings(specs, backends, prepared: dict | None = None) -> list:
     """W310 for each spec that asks for ``backward: custom`` (its own field or the project's
-    default) and keeps autograd in a backend, with the reason (docs/backward.md)."""
+    default) and keeps autograd in a backend, with the reason (docs/backward.md).
+    `prepared`: spec name -> its pipeline.Prepared, where the caller has it already."""
     from .errors import Diagnostic
     from .pipeline import prepare
 
@@ -349,7 +349,7 @@ def fallback_warnings(specs, backends) -> list:
     for spec in specs:
         if spec.backward != "custom":
             continue
-        prep = prepare(spec)
+        prep = (prepared or {}).get(spec.name) or prepare(spec)
         for b in backends:
             why = fallback_reason(prep, b)
             if why is not None:

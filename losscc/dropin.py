@@ -6,8 +6,8 @@ names (the library's), and class aliases.  From that this module derives the gen
 function's signature, the constructor's parameters, the lines that resolve aliases and
 turn a number given for a ``scalar`` input into a tensor, and the input checks every
 generated function makes (lists, dtypes, ranks: Python tests on ``.dtype`` and
-``len(.shape)``, constants under the frameworks' jit).  Pure: spec
-in, strings out; ``docs/spec.md`` ("Drop-in use") describes the field.
+``len(.shape)``, constants under the frameworks' jit).  Pure: spec in, strings out;
+``docs/spec.md`` ("Drop-in use") describes the field.
 """
 
 from __future__ import annotations
@@ -340,9 +340,7 @@ def input_constants(spec, backend) -> list[str]:
 
 
 def input_checks(spec, backend) -> list[str]:
-    d = of(spec, backend.name)
-    lead = _leading_axis(spec.inputs) if d.unbatched else None
-    return _input_checks(spec, lead)
+    return _input_checks(spec, _leading_axis(spec.inputs) if of(spec, backend.name).unbatched else None)
 
 
 def _input_checks(spec, lead: str | None) -> list[str]:
@@ -419,27 +417,33 @@ def unbatched_flag(spec) -> str:
     return name
 
 
+def unbatched_inputs(spec, backend) -> tuple:
+    """The inputs a 0-D call reshapes to [1] (those led by the leading axis); () when the
+    backend's drop-in is not ``unbatched``."""
+    lead = _leading_axis(spec.inputs) if of(spec, backend.name).unbatched else None
+    if lead is None:
+        return ()
+    return tuple(i for i in spec.inputs if i.shape and i.shape[0] == lead and not i.broadcast)
+
+
 def unbatched_lines(spec, backend) -> list[str]:
     """A 0-D call is computed as shape [1] (every input with the leading axis reshaped)."""
-    d = of(spec, backend.name)
-    lead = _leading_axis(spec.inputs) if d.unbatched else None
-    if lead is None:
+    reshaped = unbatched_inputs(spec, backend)
+    if not reshaped:
         return []
     first = next(i for i in spec.inputs if i.dtype == "float" and not i.optional)
     flag = unbatched_flag(spec)
     out = [f"{flag} = len({first.name}.shape) == 0",
            f"if {flag}:  # a 0-D call is one element: computed as [1], returned 0-D"]
-    for inp in spec.inputs:
-        if inp.shape and inp.shape[0] == lead and not inp.broadcast:
-            line = f"{inp.name} = {backend.op('reshape', x=inp.name, shape='(1,)')}"
-            out += [f"    if {inp.name} is not None:", f"        {line}"] if inp.optional else [f"    {line}"]
+    for inp in reshaped:
+        line = f"{inp.name} = {backend.op('reshape', x=inp.name, shape='(1,)')}"
+        out += [f"    if {inp.name} is not None:", f"        {line}"] if inp.optional else [f"    {line}"]
     return out
 
 
 def unbatched_restore(spec, backend, restore: str | None, result: str) -> str | None:
     """The function's final value with a 0-D call's result made 0-D again."""
-    d = of(spec, backend.name)
-    if not d.unbatched or _leading_axis(spec.inputs) is None:
+    if not unbatched_inputs(spec, backend):
         return restore
     value = restore or result
     shaped = backend.op("reshape", x=value, shape="()")

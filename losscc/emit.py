@@ -20,9 +20,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import dropin, outtree
+from . import checks, dropin, outtree
 from .backends import Backend, all_backends
-from .backward_emit import custom_context
+from .backward_emit import custom_context, fallback_warnings
 from .backends import get as get_backend
 from .errors import Diagnostic, Location, SpecError, printable
 from .outtree import Report
@@ -162,6 +162,7 @@ def module_context(spec: Spec, backend: Backend) -> dict:
     check_params = [p.name for p in spec.params] + ["reduction"]
     forward = dropin.forward_params(spec, backend.name)
     return dict(init_params=init, check_params=check_params, check_args=check_params,
+                check_returns=checks.check_returns(spec),
                 forward_params=forward, call_args=dropin.call_args(spec, backend.name), ctor_inputs=dropin.ctor_inputs(spec, backend.name), arg_docs=arg_docs(spec, d),
                 entry_lines=dropin.alias_lines(spec, backend.name),
                 init_entry_lines=dropin.init_alias_lines(spec, backend.name),
@@ -239,10 +240,12 @@ def internal_error(spec: Spec, exc: Exception) -> Diagnostic:
 
 
 def render_tree(specs: list[Spec], backends: tuple[Backend, ...] | None = None,
-                problems: list | None = None, package: list[str] | None = None) -> dict[str, str]:
+                problems: list | None = None, package: list[str] | None = None,
+                warnings: list | None = None) -> dict[str, str]:
     """All generated files, relative path -> text; raise SpecError with every problem
     (including `problems` found by earlier stages).  `package`: backend name -> the module
-    names its ``__init__`` lists (default: those of `specs`)."""
+    names its ``__init__`` lists (default: those of `specs`); `warnings`, when given,
+    receives W310 for each backend where ``backward: custom`` keeps autograd."""
     backends = backends or all_backends()
     files: dict[str, str] = {}
     problems = list(problems or [])
@@ -258,6 +261,8 @@ def render_tree(specs: list[Spec], backends: tuple[Backend, ...] | None = None,
                 RecursionError, NotImplementedError) as exc:
             problems.append(internal_error(spec, exc))
     problems += package_clashes(specs, package)
+    if warnings is not None:
+        warnings += fallback_warnings([s for s in specs if s.name in prepared], backends, prepared)
     if problems:
         raise SpecError(problems)
     for backend in backends:
@@ -359,6 +364,7 @@ class Build:
     full: bool          # the whole tree is in scope (every configured spec and backend)
     out: Path           # the output folder, resolved
     out_rel: str        # the output folder relative to the project root
+    warnings: list      # W310: where `backward: custom` keeps autograd
 
 
 def build(project: Project, spec_args: list[str], output: str | None = None, eps: float | None = None,
@@ -378,8 +384,10 @@ def build(project: Project, spec_args: list[str], output: str | None = None, eps
     full = (not spec_args or covered) and {b.name for b in chosen} >= set(project.backends)
     package = None if full else {b.name: subset_package(folder, specs, outtree.generated_modules(out, b.name))
                                  for b in chosen}
-    files = render_tree(specs, chosen, problems=problems, package=package)
-    return Build(files, specs, chosen, full, out, project_relative(root, out) if inside(root, out) else out.as_posix())
+    warnings: list = []
+    files = render_tree(specs, chosen, problems=problems, package=package, warnings=warnings)
+    return Build(files, specs, chosen, full, out, project_relative(root, out) if inside(root, out) else out.as_posix(),
+                 warnings)
 
 
 def output_folder(project: Project, output: str | None) -> Path:

@@ -163,13 +163,21 @@ def render_module(low: Lowered, spec_display: str, formula_written: list[str], c
     def render(imports) -> str:
         return tmpl.render(
             low=low, spec=low.spec, source=spec_display, version=version_line(),
-            written=formula_written, imports=imports, **context,
+            written=formula_written, imports=imports, import_groups=import_groups(imports), **context,
         )
 
     # the backend's imports that this module's code uses (names read outside strings and comments)
     everything = list(low.backend.imports)
     used = code_names(render(everything), skip=set(everything))
     return normalise(render(used_imports(everything, used)))
+
+
+def import_groups(lines: list[str]) -> list[list[str]]:
+    """The import lines as isort groups them: the standard library's, then the others."""
+    import sys
+
+    std = [ln for ln in lines if ln.split()[1].split(".")[0] in sys.stdlib_module_names]
+    return [g for g in (std, [ln for ln in lines if ln not in std]) if g]
 
 
 def code_names(text: str, skip: set[str] = frozenset()) -> set[str]:

@@ -62,6 +62,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 """
 
 import dataclasses
+import numbers
 
 import jax
 import jax.numpy as jnp
@@ -76,7 +77,7 @@ def _check(scale, margin, easy_margin, reduction):
             "arcface: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
         raise TypeError(
             "arcface: scale must be a float >= 0; received: "
             + f"scale={scale!r} ({type(scale).__name__})"
@@ -86,7 +87,7 @@ def _check(scale, margin, easy_margin, reduction):
             "arcface: scale must be a float >= 0; received: "
             + f"scale={scale!r} ({type(scale).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)):
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
         raise TypeError(
             "arcface: margin must be a float >= 0 and <= 1.5; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
@@ -96,11 +97,12 @@ def _check(scale, margin, easy_margin, reduction):
             "arcface: margin must be a float >= 0 and <= 1.5; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
-    if not isinstance(easy_margin, bool):
+    if type(easy_margin).__name__ not in ("bool", "bool_"):
         raise TypeError(
             "arcface: easy_margin must be a bool; received: "
             + f"easy_margin={easy_margin!r} ({type(easy_margin).__name__})"
         )
+    return float(scale), float(margin), bool(easy_margin)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -214,7 +216,7 @@ def arcface(
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(scale, margin, easy_margin, reduction)
+    scale, margin, easy_margin = _check(scale, margin, easy_margin, reduction)
     _check_inputs(features, label, weight)
     in_dtype = jnp.result_type(features)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

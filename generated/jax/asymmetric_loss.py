@@ -43,6 +43,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 """
 
 import dataclasses
+import numbers
 
 import jax
 import jax.numpy as jnp
@@ -57,7 +58,7 @@ def _check(gamma_neg, gamma_pos, margin, reduction):
             "asymmetric_loss: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(gamma_neg, bool) or not isinstance(gamma_neg, (int, float)):
+    if isinstance(gamma_neg, bool) or not isinstance(gamma_neg, numbers.Real):
         raise TypeError(
             "asymmetric_loss: gamma_neg must be a float >= 0; received: "
             + f"gamma_neg={gamma_neg!r} ({type(gamma_neg).__name__})"
@@ -67,7 +68,7 @@ def _check(gamma_neg, gamma_pos, margin, reduction):
             "asymmetric_loss: gamma_neg must be a float >= 0; received: "
             + f"gamma_neg={gamma_neg!r} ({type(gamma_neg).__name__})"
         )
-    if isinstance(gamma_pos, bool) or not isinstance(gamma_pos, (int, float)):
+    if isinstance(gamma_pos, bool) or not isinstance(gamma_pos, numbers.Real):
         raise TypeError(
             "asymmetric_loss: gamma_pos must be a float >= 0; received: "
             + f"gamma_pos={gamma_pos!r} ({type(gamma_pos).__name__})"
@@ -77,7 +78,7 @@ def _check(gamma_neg, gamma_pos, margin, reduction):
             "asymmetric_loss: gamma_pos must be a float >= 0; received: "
             + f"gamma_pos={gamma_pos!r} ({type(gamma_pos).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)):
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
         raise TypeError(
             "asymmetric_loss: margin must be a float >= 0 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
@@ -87,6 +88,7 @@ def _check(gamma_neg, gamma_pos, margin, reduction):
             "asymmetric_loss: margin must be a float >= 0 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
+    return float(gamma_neg), float(gamma_pos), float(margin)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -166,7 +168,7 @@ def asymmetric_loss(
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(gamma_neg, gamma_pos, margin, reduction)
+    gamma_neg, gamma_pos, margin = _check(gamma_neg, gamma_pos, margin, reduction)
     _check_inputs(logits, target)
     if target.dtype in _INTS:
         target = jnp.astype(target, jnp.result_type(logits))

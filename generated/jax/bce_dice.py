@@ -31,6 +31,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 """
 
 import dataclasses
+import numbers
 
 import jax
 import jax.numpy as jnp
@@ -45,7 +46,7 @@ def _check(bce_weight, reduction):
             "bce_dice: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(bce_weight, bool) or not isinstance(bce_weight, (int, float)):
+    if isinstance(bce_weight, bool) or not isinstance(bce_weight, numbers.Real):
         raise TypeError(
             "bce_dice: bce_weight must be a float >= 0; received: "
             + f"bce_weight={bce_weight!r} ({type(bce_weight).__name__})"
@@ -55,6 +56,7 @@ def _check(bce_weight, reduction):
             "bce_dice: bce_weight must be a float >= 0; received: "
             + f"bce_weight={bce_weight!r} ({type(bce_weight).__name__})"
         )
+    return float(bce_weight)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -129,7 +131,7 @@ def bce_dice(logits, target, *, bce_weight=1.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(bce_weight, reduction)
+    bce_weight = _check(bce_weight, reduction)
     _check_inputs(logits, target)
     in_dtype = jnp.result_type(logits)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

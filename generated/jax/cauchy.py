@@ -28,6 +28,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 """
 
 import dataclasses
+import numbers
 
 import jax.numpy as jnp
 
@@ -41,7 +42,7 @@ def _check(c, reduction):
             "cauchy: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(c, bool) or not isinstance(c, (int, float)):
+    if isinstance(c, bool) or not isinstance(c, numbers.Real):
         raise TypeError(
             "cauchy: c must be a float >= 1e-06; received: "
             + f"c={c!r} ({type(c).__name__})"
@@ -51,6 +52,7 @@ def _check(c, reduction):
             "cauchy: c must be a float >= 1e-06; received: "
             + f"c={c!r} ({type(c).__name__})"
         )
+    return float(c)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -109,7 +111,7 @@ def cauchy(input, target, weight=None, *, c=1.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(c, reduction)
+    c = _check(c, reduction)
     _check_inputs(input, target, weight)
     in_dtype = jnp.result_type(input)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

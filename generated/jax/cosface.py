@@ -38,6 +38,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 """
 
 import dataclasses
+import numbers
 
 import jax
 import jax.numpy as jnp
@@ -52,7 +53,7 @@ def _check(scale, margin, reduction):
             "cosface: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
         raise TypeError(
             "cosface: scale must be a float >= 0; received: "
             + f"scale={scale!r} ({type(scale).__name__})"
@@ -62,7 +63,7 @@ def _check(scale, margin, reduction):
             "cosface: scale must be a float >= 0; received: "
             + f"scale={scale!r} ({type(scale).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)):
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
         raise TypeError(
             "cosface: margin must be a float >= 0 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
@@ -72,6 +73,7 @@ def _check(scale, margin, reduction):
             "cosface: margin must be a float >= 0 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
+    return float(scale), float(margin)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -174,7 +176,7 @@ def cosface(features, label, weight, *, scale=64.0, margin=0.35, reduction="mean
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(scale, margin, reduction)
+    scale, margin = _check(scale, margin, reduction)
     _check_inputs(features, label, weight)
     in_dtype = jnp.result_type(features)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

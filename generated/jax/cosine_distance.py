@@ -32,6 +32,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 """
 
 import dataclasses
+import numbers
 
 import jax.numpy as jnp
 
@@ -45,7 +46,7 @@ def _check(epsilon, reduction):
             "cosine_distance: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)):
+    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
         raise TypeError(
             "cosine_distance: epsilon must be a float >= 0; received: "
             + f"epsilon={epsilon!r} ({type(epsilon).__name__})"
@@ -55,6 +56,7 @@ def _check(epsilon, reduction):
             "cosine_distance: epsilon must be a float >= 0; received: "
             + f"epsilon={epsilon!r} ({type(epsilon).__name__})"
         )
+    return float(epsilon)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -124,7 +126,7 @@ def cosine_distance(predictions, targets, *, epsilon=0.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(epsilon, reduction)
+    epsilon = _check(epsilon, reduction)
     _check_inputs(predictions, targets)
     in_dtype = jnp.result_type(predictions)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

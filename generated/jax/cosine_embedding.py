@@ -34,6 +34,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 """
 
 import dataclasses
+import numbers
 
 import jax.numpy as jnp
 
@@ -47,7 +48,7 @@ def _check(margin, reduction):
             "cosine_embedding: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)):
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
         raise TypeError(
             "cosine_embedding: margin must be a float >= -1 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
@@ -57,6 +58,7 @@ def _check(margin, reduction):
             "cosine_embedding: margin must be a float >= -1 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
+    return float(margin)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -139,7 +141,7 @@ def cosine_embedding(input1, input2, target, *, margin=0.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(margin, reduction)
+    margin = _check(margin, reduction)
     _check_inputs(input1, input2, target)
     if target.dtype in _INTS:
         target = jnp.astype(target, jnp.result_type(input1))

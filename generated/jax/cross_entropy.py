@@ -34,6 +34,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 """
 
 import dataclasses
+import numbers
 
 import jax.numpy as jnp
 
@@ -49,15 +50,18 @@ def _check(ignore_index, label_smoothing, reduction):
         )
     if (
         isinstance(ignore_index, bool)
-        or not isinstance(ignore_index, (int, float))
-        or (isinstance(ignore_index, float) and not ignore_index.is_integer())
+        or not isinstance(ignore_index, numbers.Real)
+        or (
+            not isinstance(ignore_index, numbers.Integral)
+            and not float(ignore_index).is_integer()
+        )
     ):
         raise TypeError(
             "cross_entropy: ignore_index must be an int; received: "
             + f"ignore_index={ignore_index!r} ({type(ignore_index).__name__})"
         )
     if isinstance(label_smoothing, bool) or not isinstance(
-        label_smoothing, (int, float)
+        label_smoothing, numbers.Real
     ):
         raise TypeError(
             "cross_entropy: label_smoothing must be a float >= 0 and <= 1; received: "
@@ -68,6 +72,7 @@ def _check(ignore_index, label_smoothing, reduction):
             "cross_entropy: label_smoothing must be a float >= 0 and <= 1; received: "
             + f"label_smoothing={label_smoothing!r} ({type(label_smoothing).__name__})"
         )
+    return int(ignore_index), float(label_smoothing)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -186,7 +191,7 @@ def cross_entropy(
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(ignore_index, label_smoothing, reduction)
+    ignore_index, label_smoothing = _check(ignore_index, label_smoothing, reduction)
     _check_inputs(input, target, weight)
     in_dtype = jnp.result_type(input)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

@@ -29,6 +29,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 """
 
 import dataclasses
+import numbers
 
 import jax.numpy as jnp
 
@@ -43,7 +44,7 @@ def _check(label_smoothing, reduction):
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
     if isinstance(label_smoothing, bool) or not isinstance(
-        label_smoothing, (int, float)
+        label_smoothing, numbers.Real
     ):
         raise TypeError(
             "cross_entropy_probs: label_smoothing must be a float >= 0 and <= 1; received: "
@@ -54,6 +55,7 @@ def _check(label_smoothing, reduction):
             "cross_entropy_probs: label_smoothing must be a float >= 0 and <= 1; received: "
             + f"label_smoothing={label_smoothing!r} ({type(label_smoothing).__name__})"
         )
+    return float(label_smoothing)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -149,7 +151,7 @@ def cross_entropy_probs(
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(label_smoothing, reduction)
+    label_smoothing = _check(label_smoothing, reduction)
     _check_inputs(input, target, weight)
     in_dtype = jnp.result_type(input)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

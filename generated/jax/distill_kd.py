@@ -36,6 +36,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 """
 
 import dataclasses
+import numbers
 
 import jax
 import jax.numpy as jnp
@@ -50,7 +51,7 @@ def _check(temperature, alpha, reduction):
             "distill_kd: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
         raise TypeError(
             "distill_kd: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
@@ -60,7 +61,7 @@ def _check(temperature, alpha, reduction):
             "distill_kd: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
         )
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
         raise TypeError(
             "distill_kd: alpha must be a float >= 0 and <= 1; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
@@ -70,6 +71,7 @@ def _check(temperature, alpha, reduction):
             "distill_kd: alpha must be a float >= 0 and <= 1; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
         )
+    return float(temperature), float(alpha)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -179,7 +181,7 @@ def distill_kd(
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(temperature, alpha, reduction)
+    temperature, alpha = _check(temperature, alpha, reduction)
     _check_inputs(student, teacher, target)
     in_dtype = jnp.result_type(student)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

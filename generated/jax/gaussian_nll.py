@@ -22,6 +22,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 """
 
 import dataclasses
+import numbers
 
 import jax
 import jax.numpy as jnp
@@ -36,12 +37,12 @@ def _check(full, eps, reduction):
             "gaussian_nll: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if not isinstance(full, bool):
+    if type(full).__name__ not in ("bool", "bool_"):
         raise TypeError(
             "gaussian_nll: full must be a bool; received: "
             + f"full={full!r} ({type(full).__name__})"
         )
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
         raise TypeError(
             "gaussian_nll: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
@@ -51,6 +52,7 @@ def _check(full, eps, reduction):
             "gaussian_nll: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
         )
+    return bool(full), float(eps)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -121,7 +123,7 @@ def gaussian_nll(input, target, var, *, full=False, eps=1e-06, reduction="mean")
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(full, eps, reduction)
+    full, eps = _check(full, eps, reduction)
     _check_inputs(input, target, var)
     in_dtype = jnp.result_type(input)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

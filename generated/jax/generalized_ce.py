@@ -25,6 +25,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 """
 
 import dataclasses
+import numbers
 
 import jax.numpy as jnp
 
@@ -38,7 +39,7 @@ def _check(q, reduction):
             "generalized_ce: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(q, bool) or not isinstance(q, (int, float)):
+    if isinstance(q, bool) or not isinstance(q, numbers.Real):
         raise TypeError(
             "generalized_ce: q must be a float >= 0.001 and <= 1; received: "
             + f"q={q!r} ({type(q).__name__})"
@@ -48,6 +49,7 @@ def _check(q, reduction):
             "generalized_ce: q must be a float >= 0.001 and <= 1; received: "
             + f"q={q!r} ({type(q).__name__})"
         )
+    return float(q)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -129,7 +131,7 @@ def generalized_ce(logits, label, *, q=0.7, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(q, reduction)
+    q = _check(q, reduction)
     _check_inputs(logits, label)
     in_dtype = jnp.result_type(logits)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

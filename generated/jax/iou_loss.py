@@ -51,6 +51,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 """
 
 import dataclasses
+import numbers
 
 import jax.numpy as jnp
 
@@ -64,7 +65,7 @@ def _check(eps, reduction):
             "iou_loss: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
         raise TypeError(
             "iou_loss: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
@@ -74,6 +75,7 @@ def _check(eps, reduction):
             "iou_loss: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
         )
+    return float(eps)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -142,7 +144,7 @@ def iou_loss(boxes1, boxes2, *, eps=1e-07, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(eps, reduction)
+    eps = _check(eps, reduction)
     _check_inputs(boxes1, boxes2)
     in_dtype = jnp.result_type(boxes1)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

@@ -39,11 +39,12 @@ def _check(log_target, reduction):
             "kl_div: reduction must be one of 'none', 'mean', 'sum', 'batchmean'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if not isinstance(log_target, bool):
+    if type(log_target).__name__ not in ("bool", "bool_"):
         raise TypeError(
             "kl_div: log_target must be a bool; received: "
             + f"log_target={log_target!r} ({type(log_target).__name__})"
         )
+    return bool(log_target)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -101,7 +102,7 @@ def kl_div(input, target, *, log_target=False, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(log_target, reduction)
+    log_target = _check(log_target, reduction)
     _check_inputs(input, target)
     in_dtype = jnp.result_type(input)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

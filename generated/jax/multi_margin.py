@@ -28,6 +28,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 """
 
 import dataclasses
+import numbers
 
 import jax.numpy as jnp
 
@@ -43,8 +44,8 @@ def _check(p, margin, reduction):
         )
     if (
         isinstance(p, bool)
-        or not isinstance(p, (int, float))
-        or (isinstance(p, float) and not p.is_integer())
+        or not isinstance(p, numbers.Real)
+        or (not isinstance(p, numbers.Integral) and not float(p).is_integer())
     ):
         raise TypeError(
             "multi_margin: p must be an int >= 1 and <= 2; received: "
@@ -55,11 +56,12 @@ def _check(p, margin, reduction):
             "multi_margin: p must be an int >= 1 and <= 2; received: "
             + f"p={p!r} ({type(p).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)):
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
         raise TypeError(
             "multi_margin: margin must be a float; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
+    return int(p), float(margin)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -129,7 +131,7 @@ def multi_margin(input, target, weight=None, *, p=1, margin=1.0, reduction="mean
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(p, margin, reduction)
+    p, margin = _check(p, margin, reduction)
     _check_inputs(input, target, weight)
     in_dtype = jnp.result_type(input)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

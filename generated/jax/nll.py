@@ -23,6 +23,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 """
 
 import dataclasses
+import numbers
 
 import jax.numpy as jnp
 
@@ -38,13 +39,17 @@ def _check(ignore_index, reduction):
         )
     if (
         isinstance(ignore_index, bool)
-        or not isinstance(ignore_index, (int, float))
-        or (isinstance(ignore_index, float) and not ignore_index.is_integer())
+        or not isinstance(ignore_index, numbers.Real)
+        or (
+            not isinstance(ignore_index, numbers.Integral)
+            and not float(ignore_index).is_integer()
+        )
     ):
         raise TypeError(
             "nll: ignore_index must be an int; received: "
             + f"ignore_index={ignore_index!r} ({type(ignore_index).__name__})"
         )
+    return int(ignore_index)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -112,7 +117,7 @@ def nll(input, target, weight=None, *, ignore_index=-100, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(ignore_index, reduction)
+    ignore_index = _check(ignore_index, reduction)
     _check_inputs(input, target, weight)
     in_dtype = jnp.result_type(input)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

@@ -63,6 +63,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 """
 
 import dataclasses
+import numbers
 
 import jax
 import jax.numpy as jnp
@@ -77,7 +78,7 @@ def _check(temperature, reduction):
             "nt_xent: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
         raise TypeError(
             "nt_xent: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
@@ -87,6 +88,7 @@ def _check(temperature, reduction):
             "nt_xent: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
         )
+    return float(temperature)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -150,7 +152,7 @@ def nt_xent(z_i, z_j, *, temperature=0.5, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(temperature, reduction)
+    temperature = _check(temperature, reduction)
     _check_inputs(z_i, z_j)
     in_dtype = jnp.result_type(z_i)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

@@ -21,6 +21,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 """
 
 import dataclasses
+import numbers
 
 import jax.numpy as jnp
 
@@ -34,7 +35,7 @@ def _check(alpha, reduction):
             "pinball: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
         raise TypeError(
             "pinball: alpha must be a float >= 0 and <= 1; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
@@ -44,6 +45,7 @@ def _check(alpha, reduction):
             "pinball: alpha must be a float >= 0 and <= 1; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
         )
+    return float(alpha)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -102,7 +104,7 @@ def pinball(input, target, *, alpha=0.5, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(alpha, reduction)
+    alpha = _check(alpha, reduction)
     _check_inputs(input, target)
     in_dtype = jnp.result_type(input)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

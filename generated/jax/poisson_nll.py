@@ -27,6 +27,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 """
 
 import dataclasses
+import numbers
 
 import jax.numpy as jnp
 
@@ -40,17 +41,17 @@ def _check(log_input, full, eps, reduction):
             "poisson_nll: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if not isinstance(log_input, bool):
+    if type(log_input).__name__ not in ("bool", "bool_"):
         raise TypeError(
             "poisson_nll: log_input must be a bool; received: "
             + f"log_input={log_input!r} ({type(log_input).__name__})"
         )
-    if not isinstance(full, bool):
+    if type(full).__name__ not in ("bool", "bool_"):
         raise TypeError(
             "poisson_nll: full must be a bool; received: "
             + f"full={full!r} ({type(full).__name__})"
         )
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
         raise TypeError(
             "poisson_nll: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
@@ -60,6 +61,7 @@ def _check(log_input, full, eps, reduction):
             "poisson_nll: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
         )
+    return bool(log_input), bool(full), float(eps)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -110,7 +112,7 @@ def poisson_nll(
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(log_input, full, eps, reduction)
+    log_input, full, eps = _check(log_input, full, eps, reduction)
     _check_inputs(input, target)
     in_dtype = jnp.result_type(input)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

@@ -29,6 +29,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 """
 
 import dataclasses
+import numbers
 
 import jax.numpy as jnp
 
@@ -42,7 +43,7 @@ def _check(delta, reduction):
             "pseudo_huber: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(delta, bool) or not isinstance(delta, (int, float)):
+    if isinstance(delta, bool) or not isinstance(delta, numbers.Real):
         raise TypeError(
             "pseudo_huber: delta must be a float >= 1e-06; received: "
             + f"delta={delta!r} ({type(delta).__name__})"
@@ -52,6 +53,7 @@ def _check(delta, reduction):
             "pseudo_huber: delta must be a float >= 1e-06; received: "
             + f"delta={delta!r} ({type(delta).__name__})"
         )
+    return float(delta)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -112,7 +114,7 @@ def pseudo_huber(input, target, weight=None, *, delta=1.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(delta, reduction)
+    delta = _check(delta, reduction)
     _check_inputs(input, target, weight)
     in_dtype = jnp.result_type(input)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

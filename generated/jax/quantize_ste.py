@@ -21,6 +21,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 """
 
 import dataclasses
+import numbers
 
 import jax
 import jax.numpy as jnp
@@ -35,7 +36,7 @@ def _check(levels, reduction):
             "quantize_ste: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(levels, bool) or not isinstance(levels, (int, float)):
+    if isinstance(levels, bool) or not isinstance(levels, numbers.Real):
         raise TypeError(
             "quantize_ste: levels must be a float >= 1; received: "
             + f"levels={levels!r} ({type(levels).__name__})"
@@ -45,6 +46,7 @@ def _check(levels, reduction):
             "quantize_ste: levels must be a float >= 1; received: "
             + f"levels={levels!r} ({type(levels).__name__})"
         )
+    return float(levels)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -92,7 +94,7 @@ def quantize_ste(input, target, *, levels=1.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(levels, reduction)
+    levels = _check(levels, reduction)
     _check_inputs(input, target)
     in_dtype = jnp.result_type(input)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

@@ -35,6 +35,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 """
 
 import dataclasses
+import numbers
 
 import jax
 import jax.numpy as jnp
@@ -49,7 +50,7 @@ def _check(alpha, gamma, reduction):
             "sigmoid_focal: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
         raise TypeError(
             "sigmoid_focal: alpha must be a float >= 0 and <= 1; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
@@ -59,7 +60,7 @@ def _check(alpha, gamma, reduction):
             "sigmoid_focal: alpha must be a float >= 0 and <= 1; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
         )
-    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)):
+    if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real):
         raise TypeError(
             "sigmoid_focal: gamma must be a float >= 0; received: "
             + f"gamma={gamma!r} ({type(gamma).__name__})"
@@ -69,6 +70,7 @@ def _check(alpha, gamma, reduction):
             "sigmoid_focal: gamma must be a float >= 0; received: "
             + f"gamma={gamma!r} ({type(gamma).__name__})"
         )
+    return float(alpha), float(gamma)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -141,7 +143,7 @@ def sigmoid_focal(
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(alpha, gamma, reduction)
+    alpha, gamma = _check(alpha, gamma, reduction)
     _check_inputs(logit, label, normalizer)
     in_dtype = jnp.result_type(logit)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

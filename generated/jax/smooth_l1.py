@@ -20,6 +20,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 """
 
 import dataclasses
+import numbers
 
 import jax.numpy as jnp
 
@@ -33,7 +34,7 @@ def _check(beta, reduction):
             "smooth_l1: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(beta, bool) or not isinstance(beta, (int, float)):
+    if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
         raise TypeError(
             "smooth_l1: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
@@ -43,6 +44,7 @@ def _check(beta, reduction):
             "smooth_l1: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
         )
+    return float(beta)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -93,7 +95,7 @@ def smooth_l1(input, target, *, beta=1.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(beta, reduction)
+    beta = _check(beta, reduction)
     _check_inputs(input, target)
     in_dtype = jnp.result_type(input)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

@@ -36,6 +36,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 """
 
 import dataclasses
+import numbers
 
 import jax.numpy as jnp
 
@@ -49,7 +50,7 @@ def _check(smooth, alpha, beta, reduction):
             "softmax_dice: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(smooth, bool) or not isinstance(smooth, (int, float)):
+    if isinstance(smooth, bool) or not isinstance(smooth, numbers.Real):
         raise TypeError(
             "softmax_dice: smooth must be a float >= 0; received: "
             + f"smooth={smooth!r} ({type(smooth).__name__})"
@@ -59,7 +60,7 @@ def _check(smooth, alpha, beta, reduction):
             "softmax_dice: smooth must be a float >= 0; received: "
             + f"smooth={smooth!r} ({type(smooth).__name__})"
         )
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
         raise TypeError(
             "softmax_dice: alpha must be a float >= 0; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
@@ -69,7 +70,7 @@ def _check(smooth, alpha, beta, reduction):
             "softmax_dice: alpha must be a float >= 0; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
         )
-    if isinstance(beta, bool) or not isinstance(beta, (int, float)):
+    if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
         raise TypeError(
             "softmax_dice: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
@@ -79,6 +80,7 @@ def _check(smooth, alpha, beta, reduction):
             "softmax_dice: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
         )
+    return float(smooth), float(alpha), float(beta)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -151,7 +153,7 @@ def softmax_dice(logits, targets, *, smooth=1.0, alpha=0.5, beta=0.5, reduction=
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(smooth, alpha, beta, reduction)
+    smooth, alpha, beta = _check(smooth, alpha, beta, reduction)
     _check_inputs(logits, targets)
     if targets.dtype in _INTS:
         targets = jnp.astype(targets, jnp.result_type(logits))

@@ -45,11 +45,12 @@ def _check(average, reduction):
             "total_variation: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if not isinstance(average, bool):
+    if type(average).__name__ not in ("bool", "bool_"):
         raise TypeError(
             "total_variation: average must be a bool; received: "
             + f"average={average!r} ({type(average).__name__})"
         )
+    return bool(average)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -91,7 +92,7 @@ def total_variation(img, *, average=False, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(average, reduction)
+    average = _check(average, reduction)
     _check_inputs(img)
     in_dtype = jnp.result_type(img)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

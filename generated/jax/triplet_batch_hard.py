@@ -42,6 +42,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 """
 
 import dataclasses
+import numbers
 
 import jax
 import jax.numpy as jnp
@@ -56,7 +57,7 @@ def _check(margin, reduction):
             "triplet_batch_hard: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)):
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
         raise TypeError(
             "triplet_batch_hard: margin must be a float >= 0; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
@@ -66,6 +67,7 @@ def _check(margin, reduction):
             "triplet_batch_hard: margin must be a float >= 0; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
+    return float(margin)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -133,7 +135,7 @@ def triplet_batch_hard(embeddings, labels, *, margin=0.3, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(margin, reduction)
+    margin = _check(margin, reduction)
     _check_inputs(embeddings, labels)
     in_dtype = jnp.result_type(embeddings)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

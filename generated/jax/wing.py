@@ -26,6 +26,7 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
 """
 
 import dataclasses
+import numbers
 
 import jax.numpy as jnp
 
@@ -39,7 +40,7 @@ def _check(w, epsilon, reduction):
             "wing: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(w, bool) or not isinstance(w, (int, float)):
+    if isinstance(w, bool) or not isinstance(w, numbers.Real):
         raise TypeError(
             "wing: w must be a float >= 0; received: " + f"w={w!r} ({type(w).__name__})"
         )
@@ -47,7 +48,7 @@ def _check(w, epsilon, reduction):
         raise ValueError(
             "wing: w must be a float >= 0; received: " + f"w={w!r} ({type(w).__name__})"
         )
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)):
+    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
         raise TypeError(
             "wing: epsilon must be a float >= 1e-06; received: "
             + f"epsilon={epsilon!r} ({type(epsilon).__name__})"
@@ -57,6 +58,7 @@ def _check(w, epsilon, reduction):
             "wing: epsilon must be a float >= 1e-06; received: "
             + f"epsilon={epsilon!r} ({type(epsilon).__name__})"
         )
+    return float(w), float(epsilon)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -108,7 +110,7 @@ def wing(input, target, *, w=10.0, epsilon=2.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(w, epsilon, reduction)
+    w, epsilon = _check(w, epsilon, reduction)
     _check_inputs(input, target)
     in_dtype = jnp.result_type(input)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

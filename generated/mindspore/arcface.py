@@ -60,6 +60,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = -picked
 """
 
+import numbers
+
 import mindspore as ms
 from mindspore import nn, ops
 
@@ -73,7 +75,7 @@ def _check(scale, margin, easy_margin, reduction):
             "arcface: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
         raise TypeError(
             "arcface: scale must be a float >= 0; received: "
             + f"scale={scale!r} ({type(scale).__name__})"
@@ -83,7 +85,7 @@ def _check(scale, margin, easy_margin, reduction):
             "arcface: scale must be a float >= 0; received: "
             + f"scale={scale!r} ({type(scale).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)):
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
         raise TypeError(
             "arcface: margin must be a float >= 0 and <= 1.5; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
@@ -93,11 +95,12 @@ def _check(scale, margin, easy_margin, reduction):
             "arcface: margin must be a float >= 0 and <= 1.5; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
-    if not isinstance(easy_margin, bool):
+    if type(easy_margin).__name__ not in ("bool", "bool_"):
         raise TypeError(
             "arcface: easy_margin must be a bool; received: "
             + f"easy_margin={easy_margin!r} ({type(easy_margin).__name__})"
         )
+    return float(scale), float(margin), bool(easy_margin)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -213,7 +216,7 @@ def arcface(
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(scale, margin, easy_margin, reduction)
+    scale, margin, easy_margin = _check(scale, margin, easy_margin, reduction)
     _check_inputs(features, label, weight)
     in_dtype = features.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -296,7 +299,7 @@ class Arcface(nn.LossBase):
     """
 
     def __init__(self, scale=64.0, margin=0.5, easy_margin=False, reduction="mean"):
-        _check(scale, margin, easy_margin, reduction)
+        scale, margin, easy_margin = _check(scale, margin, easy_margin, reduction)
         super().__init__(reduction)
         self.scale = scale
         self.margin = margin

@@ -42,6 +42,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = t_2 - t_5
 """
 
+import numbers
+
 import mindspore as ms
 from mindspore import nn, ops
 
@@ -55,7 +57,7 @@ def _check(gamma_neg, gamma_pos, margin, reduction):
             "asymmetric_loss: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(gamma_neg, bool) or not isinstance(gamma_neg, (int, float)):
+    if isinstance(gamma_neg, bool) or not isinstance(gamma_neg, numbers.Real):
         raise TypeError(
             "asymmetric_loss: gamma_neg must be a float >= 0; received: "
             + f"gamma_neg={gamma_neg!r} ({type(gamma_neg).__name__})"
@@ -65,7 +67,7 @@ def _check(gamma_neg, gamma_pos, margin, reduction):
             "asymmetric_loss: gamma_neg must be a float >= 0; received: "
             + f"gamma_neg={gamma_neg!r} ({type(gamma_neg).__name__})"
         )
-    if isinstance(gamma_pos, bool) or not isinstance(gamma_pos, (int, float)):
+    if isinstance(gamma_pos, bool) or not isinstance(gamma_pos, numbers.Real):
         raise TypeError(
             "asymmetric_loss: gamma_pos must be a float >= 0; received: "
             + f"gamma_pos={gamma_pos!r} ({type(gamma_pos).__name__})"
@@ -75,7 +77,7 @@ def _check(gamma_neg, gamma_pos, margin, reduction):
             "asymmetric_loss: gamma_pos must be a float >= 0; received: "
             + f"gamma_pos={gamma_pos!r} ({type(gamma_pos).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)):
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
         raise TypeError(
             "asymmetric_loss: margin must be a float >= 0 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
@@ -85,6 +87,7 @@ def _check(gamma_neg, gamma_pos, margin, reduction):
             "asymmetric_loss: margin must be a float >= 0 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
+    return float(gamma_neg), float(gamma_pos), float(margin)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -184,7 +187,7 @@ def asymmetric_loss(
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(gamma_neg, gamma_pos, margin, reduction)
+    gamma_neg, gamma_pos, margin = _check(gamma_neg, gamma_pos, margin, reduction)
     _check_inputs(logits, target)
     if target.dtype in _INTS:
         target = ops.cast(target, logits.dtype)
@@ -233,7 +236,7 @@ class AsymmetricLoss(nn.LossBase):
     """
 
     def __init__(self, gamma_neg=4.0, gamma_pos=1.0, margin=0.05, reduction="sum"):
-        _check(gamma_neg, gamma_pos, margin, reduction)
+        gamma_neg, gamma_pos, margin = _check(gamma_neg, gamma_pos, margin, reduction)
         super().__init__(reduction)
         self.gamma_neg = gamma_neg
         self.gamma_pos = gamma_pos

@@ -27,6 +27,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     with weight None: loss = c**2*log1p((input - target)**2/c**2)/2
 """
 
+import numbers
+
 import mindspore as ms
 from mindspore import nn, ops
 
@@ -40,7 +42,7 @@ def _check(c, reduction):
             "cauchy: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(c, bool) or not isinstance(c, (int, float)):
+    if isinstance(c, bool) or not isinstance(c, numbers.Real):
         raise TypeError(
             "cauchy: c must be a float >= 1e-06; received: "
             + f"c={c!r} ({type(c).__name__})"
@@ -50,6 +52,7 @@ def _check(c, reduction):
             "cauchy: c must be a float >= 1e-06; received: "
             + f"c={c!r} ({type(c).__name__})"
         )
+    return float(c)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -120,7 +123,7 @@ def cauchy(input, target, weight=None, *, c=1.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(c, reduction)
+    c = _check(c, reduction)
     _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -160,7 +163,7 @@ class Cauchy(nn.LossBase):
     """
 
     def __init__(self, c=1.0, reduction="mean"):
-        _check(c, reduction)
+        c = _check(c, reduction)
         super().__init__(reduction)
         self.c = c
         self.reduction = reduction

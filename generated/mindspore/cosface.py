@@ -36,6 +36,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = -picked
 """
 
+import numbers
+
 import mindspore as ms
 from mindspore import nn, ops
 
@@ -49,7 +51,7 @@ def _check(scale, margin, reduction):
             "cosface: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
         raise TypeError(
             "cosface: scale must be a float >= 0; received: "
             + f"scale={scale!r} ({type(scale).__name__})"
@@ -59,7 +61,7 @@ def _check(scale, margin, reduction):
             "cosface: scale must be a float >= 0; received: "
             + f"scale={scale!r} ({type(scale).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)):
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
         raise TypeError(
             "cosface: margin must be a float >= 0 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
@@ -69,6 +71,7 @@ def _check(scale, margin, reduction):
             "cosface: margin must be a float >= 0 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
+    return float(scale), float(margin)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -173,7 +176,7 @@ def cosface(features, label, weight, *, scale=64.0, margin=0.35, reduction="mean
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(scale, margin, reduction)
+    scale, margin = _check(scale, margin, reduction)
     _check_inputs(features, label, weight)
     in_dtype = features.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -227,7 +230,7 @@ class Cosface(nn.LossBase):
     """
 
     def __init__(self, scale=64.0, margin=0.35, reduction="mean"):
-        _check(scale, margin, reduction)
+        scale, margin = _check(scale, margin, reduction)
         super().__init__(reduction)
         self.scale = scale
         self.margin = margin

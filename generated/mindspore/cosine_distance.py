@@ -31,6 +31,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
         -(-1 + t_2))
 """
 
+import numbers
+
 import mindspore as ms
 from mindspore import nn, ops
 
@@ -44,7 +46,7 @@ def _check(epsilon, reduction):
             "cosine_distance: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)):
+    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
         raise TypeError(
             "cosine_distance: epsilon must be a float >= 0; received: "
             + f"epsilon={epsilon!r} ({type(epsilon).__name__})"
@@ -54,6 +56,7 @@ def _check(epsilon, reduction):
             "cosine_distance: epsilon must be a float >= 0; received: "
             + f"epsilon={epsilon!r} ({type(epsilon).__name__})"
         )
+    return float(epsilon)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -111,7 +114,7 @@ def cosine_distance(predictions, targets, *, epsilon=0.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(epsilon, reduction)
+    epsilon = _check(epsilon, reduction)
     _check_inputs(predictions, targets)
     in_dtype = predictions.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -152,7 +155,7 @@ class CosineDistance(nn.LossBase):
     """
 
     def __init__(self, epsilon=0.0, reduction="mean"):
-        _check(epsilon, reduction)
+        epsilon = _check(epsilon, reduction)
         super().__init__(reduction)
         self.epsilon = epsilon
         self.reduction = reduction

@@ -33,6 +33,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
         cosine))
 """
 
+import numbers
+
 import mindspore as ms
 from mindspore import nn, ops
 
@@ -46,7 +48,7 @@ def _check(margin, reduction):
             "cosine_embedding: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)):
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
         raise TypeError(
             "cosine_embedding: margin must be a float >= -1 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
@@ -56,6 +58,7 @@ def _check(margin, reduction):
             "cosine_embedding: margin must be a float >= -1 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
+    return float(margin)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -126,7 +129,7 @@ def cosine_embedding(input1, input2, target, margin=0.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(margin, reduction)
+    margin = _check(margin, reduction)
     _check_inputs(input1, input2, target)
     if target.dtype in _INTS:
         target = ops.cast(target, input1.dtype)
@@ -178,7 +181,7 @@ class CosineEmbedding(nn.LossBase):
     """
 
     def __init__(self, margin=0.0, reduction="mean"):
-        _check(margin, reduction)
+        margin = _check(margin, reduction)
         super().__init__(reduction)
         self.margin = margin
         self.reduction = reduction

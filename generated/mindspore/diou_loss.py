@@ -57,6 +57,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
         t_2), -(-1 + iou))
 """
 
+import numbers
+
 import mindspore as ms
 from mindspore import nn, ops
 
@@ -70,7 +72,7 @@ def _check(eps, reduction):
             "diou_loss: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
         raise TypeError(
             "diou_loss: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
@@ -80,6 +82,7 @@ def _check(eps, reduction):
             "diou_loss: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
         )
+    return float(eps)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -148,7 +151,7 @@ def diou_loss(boxes1, boxes2, *, eps=1e-07, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(eps, reduction)
+    eps = _check(eps, reduction)
     _check_inputs(boxes1, boxes2)
     in_dtype = boxes1.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -205,7 +208,7 @@ class DiouLoss(nn.LossBase):
     """
 
     def __init__(self, eps=1e-07, reduction="mean"):
-        _check(eps, reduction)
+        eps = _check(eps, reduction)
         super().__init__(reduction)
         self.eps = eps
         self.reduction = reduction

@@ -35,6 +35,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = (1 - alpha)*hard + alpha*temperature**2*total
 """
 
+import numbers
+
 import mindspore as ms
 from mindspore import nn, ops
 
@@ -48,7 +50,7 @@ def _check(temperature, alpha, reduction):
             "distill_kd: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
         raise TypeError(
             "distill_kd: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
@@ -58,7 +60,7 @@ def _check(temperature, alpha, reduction):
             "distill_kd: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
         )
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
         raise TypeError(
             "distill_kd: alpha must be a float >= 0 and <= 1; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
@@ -68,6 +70,7 @@ def _check(temperature, alpha, reduction):
             "distill_kd: alpha must be a float >= 0 and <= 1; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
         )
+    return float(temperature), float(alpha)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -200,7 +203,7 @@ def distill_kd(
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(temperature, alpha, reduction)
+    temperature, alpha = _check(temperature, alpha, reduction)
     _check_inputs(student, teacher, target)
     in_dtype = student.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -242,7 +245,7 @@ class DistillKd(nn.LossBase):
     """
 
     def __init__(self, temperature=4.0, alpha=0.9, reduction="mean"):
-        _check(temperature, alpha, reduction)
+        temperature, alpha = _check(temperature, alpha, reduction)
         super().__init__(reduction)
         self.temperature = temperature
         self.alpha = alpha

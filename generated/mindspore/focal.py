@@ -27,6 +27,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = -alpha*picked*where(t_1, where(t_1, t, 1)**gamma, frozen**gamma)
 """
 
+import numbers
+
 import mindspore as ms
 from mindspore import nn, ops
 
@@ -40,7 +42,7 @@ def _check(alpha, gamma, reduction):
             "focal: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
         raise TypeError(
             "focal: alpha must be a float >= 0; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
@@ -50,7 +52,7 @@ def _check(alpha, gamma, reduction):
             "focal: alpha must be a float >= 0; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
         )
-    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)):
+    if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real):
         raise TypeError(
             "focal: gamma must be a float >= 0; received: "
             + f"gamma={gamma!r} ({type(gamma).__name__})"
@@ -60,6 +62,7 @@ def _check(alpha, gamma, reduction):
             "focal: gamma must be a float >= 0; received: "
             + f"gamma={gamma!r} ({type(gamma).__name__})"
         )
+    return float(alpha), float(gamma)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -161,7 +164,7 @@ def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(alpha, gamma, reduction)
+    alpha, gamma = _check(alpha, gamma, reduction)
     _check_inputs(logits, label)
     in_dtype = logits.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -196,7 +199,7 @@ class Focal(nn.LossBase):
     """
 
     def __init__(self, alpha=0.25, gamma=2.0, reduction="mean"):
-        _check(alpha, gamma, reduction)
+        alpha, gamma = _check(alpha, gamma, reduction)
         super().__init__(reduction)
         self.alpha = alpha
         self.gamma = gamma

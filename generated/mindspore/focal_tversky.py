@@ -33,6 +33,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = t_3**gamma
 """
 
+import numbers
+
 import mindspore as ms
 from mindspore import nn, ops
 
@@ -46,7 +48,7 @@ def _check(alpha, beta, gamma, reduction):
             "focal_tversky: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
         raise TypeError(
             "focal_tversky: alpha must be a float >= 0; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
@@ -56,7 +58,7 @@ def _check(alpha, beta, gamma, reduction):
             "focal_tversky: alpha must be a float >= 0; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
         )
-    if isinstance(beta, bool) or not isinstance(beta, (int, float)):
+    if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
         raise TypeError(
             "focal_tversky: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
@@ -66,7 +68,7 @@ def _check(alpha, beta, gamma, reduction):
             "focal_tversky: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
         )
-    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)):
+    if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real):
         raise TypeError(
             "focal_tversky: gamma must be a float >= 0; received: "
             + f"gamma={gamma!r} ({type(gamma).__name__})"
@@ -76,6 +78,7 @@ def _check(alpha, beta, gamma, reduction):
             "focal_tversky: gamma must be a float >= 0; received: "
             + f"gamma={gamma!r} ({type(gamma).__name__})"
         )
+    return float(alpha), float(beta), float(gamma)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -133,7 +136,7 @@ def focal_tversky(input, target, *, alpha=0.7, beta=0.3, gamma=0.75, reduction="
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(alpha, beta, gamma, reduction)
+    alpha, beta, gamma = _check(alpha, beta, gamma, reduction)
     _check_inputs(input, target)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -176,7 +179,7 @@ class FocalTversky(nn.LossBase):
     """
 
     def __init__(self, alpha=0.7, beta=0.3, gamma=0.75, reduction="mean"):
-        _check(alpha, beta, gamma, reduction)
+        alpha, beta, gamma = _check(alpha, beta, gamma, reduction)
         super().__init__(reduction)
         self.alpha = alpha
         self.beta = beta

@@ -21,6 +21,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = 0.5*log(v) + 0.5*(input - target)**2/v + where(full, 0.5*log(2*pi), 0)
 """
 
+import numbers
+
 import mindspore as ms
 from mindspore import nn, ops
 
@@ -34,12 +36,12 @@ def _check(full, eps, reduction):
             "gaussian_nll: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if not isinstance(full, bool):
+    if type(full).__name__ not in ("bool", "bool_"):
         raise TypeError(
             "gaussian_nll: full must be a bool; received: "
             + f"full={full!r} ({type(full).__name__})"
         )
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
         raise TypeError(
             "gaussian_nll: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
@@ -49,6 +51,7 @@ def _check(full, eps, reduction):
             "gaussian_nll: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
         )
+    return bool(full), float(eps)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -113,7 +116,7 @@ def gaussian_nll(input, target, var, full=False, eps=1e-06, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(full, eps, reduction)
+    full, eps = _check(full, eps, reduction)
     _check_inputs(input, target, var)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -148,7 +151,7 @@ class GaussianNll(nn.LossBase):
     """
 
     def __init__(self, full=False, eps=1e-06, reduction="mean"):
-        _check(full, eps, reduction)
+        full, eps = _check(full, eps, reduction)
         super().__init__(reduction)
         self.full = full
         self.eps = eps

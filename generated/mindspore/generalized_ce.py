@@ -24,6 +24,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = -expm1(q*picked)/q
 """
 
+import numbers
+
 import mindspore as ms
 from mindspore import nn, ops
 
@@ -37,7 +39,7 @@ def _check(q, reduction):
             "generalized_ce: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(q, bool) or not isinstance(q, (int, float)):
+    if isinstance(q, bool) or not isinstance(q, numbers.Real):
         raise TypeError(
             "generalized_ce: q must be a float >= 0.001 and <= 1; received: "
             + f"q={q!r} ({type(q).__name__})"
@@ -47,6 +49,7 @@ def _check(q, reduction):
             "generalized_ce: q must be a float >= 0.001 and <= 1; received: "
             + f"q={q!r} ({type(q).__name__})"
         )
+    return float(q)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -151,7 +154,7 @@ def generalized_ce(logits, label, *, q=0.7, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(q, reduction)
+    q = _check(q, reduction)
     _check_inputs(logits, label)
     in_dtype = logits.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -181,7 +184,7 @@ class GeneralizedCe(nn.LossBase):
     """
 
     def __init__(self, q=0.7, reduction="mean"):
-        _check(q, reduction)
+        q = _check(q, reduction)
         super().__init__(reduction)
         self.q = q
         self.reduction = reduction

@@ -19,6 +19,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = where(target == 1, input, where(t > 0, t, 0))
 """
 
+import numbers
+
 import mindspore as ms
 from mindspore import nn, ops
 
@@ -32,11 +34,12 @@ def _check(margin, reduction):
             "hinge_embedding: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)):
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
         raise TypeError(
             "hinge_embedding: margin must be a float; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
+    return float(margin)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -85,7 +88,7 @@ def hinge_embedding(input, target, margin=1.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(margin, reduction)
+    margin = _check(margin, reduction)
     _check_inputs(input, target)
     if target.dtype in _INTS:
         target = ops.cast(target, input.dtype)
@@ -115,7 +118,7 @@ class HingeEmbedding(nn.LossBase):
     """
 
     def __init__(self, margin=1.0, reduction="mean"):
-        _check(margin, reduction)
+        margin = _check(margin, reduction)
         super().__init__(reduction)
         self.margin = margin
         self.reduction = reduction

@@ -23,6 +23,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
         0)
 """
 
+import numbers
+
 import mindspore as ms
 from mindspore import nn, ops
 
@@ -36,7 +38,7 @@ def _check(delta, reduction):
             "huber: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(delta, bool) or not isinstance(delta, (int, float)):
+    if isinstance(delta, bool) or not isinstance(delta, numbers.Real):
         raise TypeError(
             "huber: delta must be a float >= 0; received: "
             + f"delta={delta!r} ({type(delta).__name__})"
@@ -46,6 +48,7 @@ def _check(delta, reduction):
             "huber: delta must be a float >= 0; received: "
             + f"delta={delta!r} ({type(delta).__name__})"
         )
+    return float(delta)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -102,7 +105,7 @@ def huber(input, target, reduction="mean", delta=1.0, weight=None):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(delta, reduction)
+    delta = _check(delta, reduction)
     _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -148,7 +151,7 @@ class Huber(nn.LossBase):
     """
 
     def __init__(self, reduction="mean", delta=1.0):
-        _check(delta, reduction)
+        delta = _check(delta, reduction)
         super().__init__(reduction)
         self.delta = delta
         self.reduction = reduction

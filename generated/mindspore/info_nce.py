@@ -40,6 +40,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = -total_3
 """
 
+import numbers
+
 import mindspore as ms
 from mindspore import nn, ops
 
@@ -53,7 +55,7 @@ def _check(temperature, reduction):
             "info_nce: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
         raise TypeError(
             "info_nce: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
@@ -63,6 +65,7 @@ def _check(temperature, reduction):
             "info_nce: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
         )
+    return float(temperature)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -148,7 +151,7 @@ def info_nce(query, positive_key, *, temperature=0.1, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(temperature, reduction)
+    temperature = _check(temperature, reduction)
     _check_inputs(query, positive_key)
     in_dtype = query.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -195,7 +198,7 @@ class InfoNce(nn.LossBase):
     """
 
     def __init__(self, temperature=0.1, reduction="mean"):
-        _check(temperature, reduction)
+        temperature = _check(temperature, reduction)
         super().__init__(reduction)
         self.temperature = temperature
         self.reduction = reduction

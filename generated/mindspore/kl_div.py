@@ -38,11 +38,12 @@ def _check(log_target, reduction):
             "kl_div: reduction must be one of 'none', 'mean', 'sum', 'batchmean'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if not isinstance(log_target, bool):
+    if type(log_target).__name__ not in ("bool", "bool_"):
         raise TypeError(
             "kl_div: log_target must be a bool; received: "
             + f"log_target={log_target!r} ({type(log_target).__name__})"
         )
+    return bool(log_target)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -112,7 +113,7 @@ def kl_div(input, target, reduction="mean", log_target=False):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(log_target, reduction)
+    log_target = _check(log_target, reduction)
     _check_inputs(input, target)
     unbatched = len(input.shape) == 0
     if unbatched:  # a 0-D call is one element: computed as [1], returned 0-D
@@ -153,7 +154,7 @@ class KlDiv(nn.LossBase):
     """
 
     def __init__(self, reduction="mean", log_target=False):
-        _check(log_target, reduction)
+        log_target = _check(log_target, reduction)
         super().__init__()  # as nn.KLDivLoss: LossBase takes only none, mean and sum
         self.log_target = log_target
         self.reduction = reduction

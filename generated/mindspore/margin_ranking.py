@@ -16,6 +16,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = max(0, margin - target*(input1 - input2))
 """
 
+import numbers
+
 import mindspore as ms
 from mindspore import nn, ops
 
@@ -29,11 +31,12 @@ def _check(margin, reduction):
             "margin_ranking: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)):
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
         raise TypeError(
             "margin_ranking: margin must be a float; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
+    return float(margin)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -98,7 +101,7 @@ def margin_ranking(input1, input2, target, margin=0.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(margin, reduction)
+    margin = _check(margin, reduction)
     _check_inputs(input1, input2, target)
     if target.dtype in _INTS:
         target = ops.cast(target, input1.dtype)
@@ -128,7 +131,7 @@ class MarginRanking(nn.LossBase):
     """
 
     def __init__(self, margin=0.0, reduction="mean"):
-        _check(margin, reduction)
+        margin = _check(margin, reduction)
         super().__init__(reduction)
         self.margin = margin
         self.reduction = reduction

@@ -22,6 +22,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     with weight None: loss = where(valid, -picked, 0)
 """
 
+import numbers
+
 import mindspore as ms
 from mindspore import nn, ops
 
@@ -37,13 +39,17 @@ def _check(ignore_index, reduction):
         )
     if (
         isinstance(ignore_index, bool)
-        or not isinstance(ignore_index, (int, float))
-        or (isinstance(ignore_index, float) and not ignore_index.is_integer())
+        or not isinstance(ignore_index, numbers.Real)
+        or (
+            not isinstance(ignore_index, numbers.Integral)
+            and not float(ignore_index).is_integer()
+        )
     ):
         raise TypeError(
             "nll: ignore_index must be an int; received: "
             + f"ignore_index={ignore_index!r} ({type(ignore_index).__name__})"
         )
+    return int(ignore_index)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -111,7 +117,7 @@ def nll(input, target, weight=None, ignore_index=-100, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(ignore_index, reduction)
+    ignore_index = _check(ignore_index, reduction)
     _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -160,7 +166,7 @@ class Nll(nn.LossBase):
     """
 
     def __init__(self, weight=None, ignore_index=-100, reduction="mean"):
-        _check(ignore_index, reduction)
+        ignore_index = _check(ignore_index, reduction)
         super().__init__(reduction)
         self.ignore_index = ignore_index
         self.reduction = reduction

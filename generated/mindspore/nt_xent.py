@@ -61,6 +61,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
         softplus(-row_a + lse)) + t
 """
 
+import numbers
+
 import mindspore as ms
 from mindspore import nn, ops
 
@@ -74,7 +76,7 @@ def _check(temperature, reduction):
             "nt_xent: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
         raise TypeError(
             "nt_xent: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
@@ -84,6 +86,7 @@ def _check(temperature, reduction):
             "nt_xent: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
         )
+    return float(temperature)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -159,7 +162,7 @@ def nt_xent(z_i, z_j, *, temperature=0.5, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(temperature, reduction)
+    temperature = _check(temperature, reduction)
     _check_inputs(z_i, z_j)
     in_dtype = z_i.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -243,7 +246,7 @@ class NtXent(nn.LossBase):
     """
 
     def __init__(self, temperature=0.5, reduction="mean"):
-        _check(temperature, reduction)
+        temperature = _check(temperature, reduction)
         super().__init__(reduction)
         self.temperature = temperature
         self.reduction = reduction

@@ -26,6 +26,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = -total + epsilon*one_minus_pt
 """
 
+import numbers
+
 import mindspore as ms
 from mindspore import nn, ops
 
@@ -39,11 +41,12 @@ def _check(epsilon, reduction):
             "poly_loss: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)):
+    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
         raise TypeError(
             "poly_loss: epsilon must be a float; received: "
             + f"epsilon={epsilon!r} ({type(epsilon).__name__})"
         )
+    return float(epsilon)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -150,7 +153,7 @@ def poly_loss(logits, labels, *, epsilon=2.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(epsilon, reduction)
+    epsilon = _check(epsilon, reduction)
     _check_inputs(logits, labels)
     in_dtype = logits.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -182,7 +185,7 @@ class PolyLoss(nn.LossBase):
     """
 
     def __init__(self, epsilon=2.0, reduction="mean"):
-        _check(epsilon, reduction)
+        epsilon = _check(epsilon, reduction)
         super().__init__(reduction)
         self.epsilon = epsilon
         self.reduction = reduction

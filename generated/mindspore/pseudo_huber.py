@@ -28,6 +28,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     with weight None: loss = t/(1 + sqrt(1 + t/delta**2))
 """
 
+import numbers
+
 import mindspore as ms
 from mindspore import nn, ops
 
@@ -41,7 +43,7 @@ def _check(delta, reduction):
             "pseudo_huber: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(delta, bool) or not isinstance(delta, (int, float)):
+    if isinstance(delta, bool) or not isinstance(delta, numbers.Real):
         raise TypeError(
             "pseudo_huber: delta must be a float >= 1e-06; received: "
             + f"delta={delta!r} ({type(delta).__name__})"
@@ -51,6 +53,7 @@ def _check(delta, reduction):
             "pseudo_huber: delta must be a float >= 1e-06; received: "
             + f"delta={delta!r} ({type(delta).__name__})"
         )
+    return float(delta)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -111,7 +114,7 @@ def pseudo_huber(input, target, weight=None, *, delta=1.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(delta, reduction)
+    delta = _check(delta, reduction)
     _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -155,7 +158,7 @@ class PseudoHuber(nn.LossBase):
     """
 
     def __init__(self, delta=1.0, reduction="mean"):
-        _check(delta, reduction)
+        delta = _check(delta, reduction)
         super().__init__(reduction)
         self.delta = delta
         self.reduction = reduction

@@ -20,6 +20,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = (input - target + frozen)**2
 """
 
+import numbers
+
 import mindspore as ms
 from mindspore import nn, ops
 
@@ -33,7 +35,7 @@ def _check(levels, reduction):
             "quantize_ste: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(levels, bool) or not isinstance(levels, (int, float)):
+    if isinstance(levels, bool) or not isinstance(levels, numbers.Real):
         raise TypeError(
             "quantize_ste: levels must be a float >= 1; received: "
             + f"levels={levels!r} ({type(levels).__name__})"
@@ -43,6 +45,7 @@ def _check(levels, reduction):
             "quantize_ste: levels must be a float >= 1; received: "
             + f"levels={levels!r} ({type(levels).__name__})"
         )
+    return float(levels)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -90,7 +93,7 @@ def quantize_ste(input, target, *, levels=1.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(levels, reduction)
+    levels = _check(levels, reduction)
     _check_inputs(input, target)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -118,7 +121,7 @@ class QuantizeSte(nn.LossBase):
     """
 
     def __init__(self, levels=1.0, reduction="mean"):
-        _check(levels, reduction)
+        levels = _check(levels, reduction)
         super().__init__(reduction)
         self.levels = levels
         self.reduction = reduction

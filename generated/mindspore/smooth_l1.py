@@ -19,6 +19,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = where(beta == 0, d, loss)
 """
 
+import numbers
+
 import mindspore as ms
 from mindspore import nn, ops
 
@@ -32,7 +34,7 @@ def _check(beta, reduction):
             "smooth_l1: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(beta, bool) or not isinstance(beta, (int, float)):
+    if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
         raise TypeError(
             "smooth_l1: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
@@ -42,6 +44,7 @@ def _check(beta, reduction):
             "smooth_l1: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
         )
+    return float(beta)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -87,7 +90,7 @@ def smooth_l1(input, target, beta=1.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(beta, reduction)
+    beta = _check(beta, reduction)
     _check_inputs(input, target)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -124,7 +127,7 @@ class SmoothL1(nn.LossBase):
     """
 
     def __init__(self, beta=1.0, reduction="mean"):
-        _check(beta, reduction)
+        beta = _check(beta, reduction)
         super().__init__(reduction)
         self.beta = beta
         self.reduction = reduction

@@ -35,6 +35,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = mean(dice, axis=C)
 """
 
+import numbers
+
 import mindspore as ms
 from mindspore import nn, ops
 
@@ -48,7 +50,7 @@ def _check(smooth, alpha, beta, reduction):
             "softmax_dice: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(smooth, bool) or not isinstance(smooth, (int, float)):
+    if isinstance(smooth, bool) or not isinstance(smooth, numbers.Real):
         raise TypeError(
             "softmax_dice: smooth must be a float >= 0; received: "
             + f"smooth={smooth!r} ({type(smooth).__name__})"
@@ -58,7 +60,7 @@ def _check(smooth, alpha, beta, reduction):
             "softmax_dice: smooth must be a float >= 0; received: "
             + f"smooth={smooth!r} ({type(smooth).__name__})"
         )
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
         raise TypeError(
             "softmax_dice: alpha must be a float >= 0; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
@@ -68,7 +70,7 @@ def _check(smooth, alpha, beta, reduction):
             "softmax_dice: alpha must be a float >= 0; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
         )
-    if isinstance(beta, bool) or not isinstance(beta, (int, float)):
+    if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
         raise TypeError(
             "softmax_dice: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
@@ -78,6 +80,7 @@ def _check(smooth, alpha, beta, reduction):
             "softmax_dice: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
         )
+    return float(smooth), float(alpha), float(beta)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -171,7 +174,7 @@ def softmax_dice(logits, targets, *, smooth=1.0, alpha=0.5, beta=0.5, reduction=
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(smooth, alpha, beta, reduction)
+    smooth, alpha, beta = _check(smooth, alpha, beta, reduction)
     _check_inputs(logits, targets)
     if targets.dtype in _INTS:
         targets = ops.cast(targets, logits.dtype)
@@ -215,7 +218,7 @@ class SoftmaxDice(nn.LossBase):
     """
 
     def __init__(self, smooth=1.0, alpha=0.5, beta=0.5, reduction="mean"):
-        _check(smooth, alpha, beta, reduction)
+        smooth, alpha, beta = _check(smooth, alpha, beta, reduction)
         super().__init__(reduction)
         self.smooth = smooth
         self.alpha = alpha

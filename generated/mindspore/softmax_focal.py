@@ -25,6 +25,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
         frozen**gamma)
 """
 
+import numbers
+
 import mindspore as ms
 from mindspore import nn, ops
 
@@ -38,7 +40,7 @@ def _check(gamma, reduction):
             "softmax_focal: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)):
+    if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real):
         raise TypeError(
             "softmax_focal: gamma must be a float >= 0; received: "
             + f"gamma={gamma!r} ({type(gamma).__name__})"
@@ -48,6 +50,7 @@ def _check(gamma, reduction):
             "softmax_focal: gamma must be a float >= 0; received: "
             + f"gamma={gamma!r} ({type(gamma).__name__})"
         )
+    return float(gamma)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -173,7 +176,7 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(gamma, reduction)
+    gamma = _check(gamma, reduction)
     _check_inputs(input, target, alpha)
     if isinstance(alpha, (int, float)) and not isinstance(alpha, bool):
         alpha = ops.full((input.shape[1],), float(alpha), dtype=input.dtype)
@@ -232,7 +235,7 @@ class SoftmaxFocal(nn.LossBase):
     """
 
     def __init__(self, gamma=2.0, reduction="mean"):
-        _check(gamma, reduction)
+        gamma = _check(gamma, reduction)
         super().__init__(reduction)
         self.gamma = gamma
         self.reduction = reduction

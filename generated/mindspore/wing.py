@@ -25,6 +25,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = where(d < w, w*log1p(d/epsilon), -w + w*log1p(w/epsilon) + d)
 """
 
+import numbers
+
 import mindspore as ms
 from mindspore import nn, ops
 
@@ -38,7 +40,7 @@ def _check(w, epsilon, reduction):
             "wing: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(w, bool) or not isinstance(w, (int, float)):
+    if isinstance(w, bool) or not isinstance(w, numbers.Real):
         raise TypeError(
             "wing: w must be a float >= 0; received: " + f"w={w!r} ({type(w).__name__})"
         )
@@ -46,7 +48,7 @@ def _check(w, epsilon, reduction):
         raise ValueError(
             "wing: w must be a float >= 0; received: " + f"w={w!r} ({type(w).__name__})"
         )
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)):
+    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
         raise TypeError(
             "wing: epsilon must be a float >= 1e-06; received: "
             + f"epsilon={epsilon!r} ({type(epsilon).__name__})"
@@ -56,6 +58,7 @@ def _check(w, epsilon, reduction):
             "wing: epsilon must be a float >= 1e-06; received: "
             + f"epsilon={epsilon!r} ({type(epsilon).__name__})"
         )
+    return float(w), float(epsilon)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -114,7 +117,7 @@ def wing(input, target, *, w=10.0, epsilon=2.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(w, epsilon, reduction)
+    w, epsilon = _check(w, epsilon, reduction)
     _check_inputs(input, target)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -143,7 +146,7 @@ class Wing(nn.LossBase):
     """
 
     def __init__(self, w=10.0, epsilon=2.0, reduction="mean"):
-        _check(w, epsilon, reduction)
+        w, epsilon = _check(w, epsilon, reduction)
         super().__init__(reduction)
         self.w = w
         self.epsilon = epsilon

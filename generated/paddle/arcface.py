@@ -61,6 +61,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = -picked
 """
 
+import numbers
+
 import paddle
 from paddle import nn
 
@@ -74,7 +76,7 @@ def _check(scale, margin, easy_margin, reduction):
             "arcface: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
         raise TypeError(
             "arcface: scale must be a float >= 0; received: "
             + f"scale={scale!r} ({type(scale).__name__})"
@@ -84,7 +86,7 @@ def _check(scale, margin, easy_margin, reduction):
             "arcface: scale must be a float >= 0; received: "
             + f"scale={scale!r} ({type(scale).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)):
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
         raise TypeError(
             "arcface: margin must be a float >= 0 and <= 1.5; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
@@ -94,11 +96,12 @@ def _check(scale, margin, easy_margin, reduction):
             "arcface: margin must be a float >= 0 and <= 1.5; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
-    if not isinstance(easy_margin, bool):
+    if type(easy_margin).__name__ not in ("bool", "bool_"):
         raise TypeError(
             "arcface: easy_margin must be a bool; received: "
             + f"easy_margin={easy_margin!r} ({type(easy_margin).__name__})"
         )
+    return float(scale), float(margin), bool(easy_margin)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -214,7 +217,7 @@ def arcface(
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(scale, margin, easy_margin, reduction)
+    scale, margin, easy_margin = _check(scale, margin, easy_margin, reduction)
     _check_inputs(features, label, weight)
     in_dtype = features.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -309,7 +312,7 @@ class Arcface(nn.Layer):
     """
 
     def __init__(self, scale=64.0, margin=0.5, easy_margin=False, reduction="mean"):
-        _check(scale, margin, easy_margin, reduction)
+        scale, margin, easy_margin = _check(scale, margin, easy_margin, reduction)
         super().__init__()
         self.scale = scale
         self.margin = margin

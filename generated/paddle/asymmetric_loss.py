@@ -40,6 +40,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = target*t_2*softplus(t) - (1 - target)*t_5*log(neg_p)
 """
 
+import numbers
+
 import paddle
 import paddle.nn.functional as F
 from paddle import nn
@@ -54,7 +56,7 @@ def _check(gamma_neg, gamma_pos, margin, reduction):
             "asymmetric_loss: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(gamma_neg, bool) or not isinstance(gamma_neg, (int, float)):
+    if isinstance(gamma_neg, bool) or not isinstance(gamma_neg, numbers.Real):
         raise TypeError(
             "asymmetric_loss: gamma_neg must be a float >= 0; received: "
             + f"gamma_neg={gamma_neg!r} ({type(gamma_neg).__name__})"
@@ -64,7 +66,7 @@ def _check(gamma_neg, gamma_pos, margin, reduction):
             "asymmetric_loss: gamma_neg must be a float >= 0; received: "
             + f"gamma_neg={gamma_neg!r} ({type(gamma_neg).__name__})"
         )
-    if isinstance(gamma_pos, bool) or not isinstance(gamma_pos, (int, float)):
+    if isinstance(gamma_pos, bool) or not isinstance(gamma_pos, numbers.Real):
         raise TypeError(
             "asymmetric_loss: gamma_pos must be a float >= 0; received: "
             + f"gamma_pos={gamma_pos!r} ({type(gamma_pos).__name__})"
@@ -74,7 +76,7 @@ def _check(gamma_neg, gamma_pos, margin, reduction):
             "asymmetric_loss: gamma_pos must be a float >= 0; received: "
             + f"gamma_pos={gamma_pos!r} ({type(gamma_pos).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)):
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
         raise TypeError(
             "asymmetric_loss: margin must be a float >= 0 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
@@ -84,6 +86,7 @@ def _check(gamma_neg, gamma_pos, margin, reduction):
             "asymmetric_loss: margin must be a float >= 0 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
+    return float(gamma_neg), float(gamma_pos), float(margin)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -161,7 +164,7 @@ def asymmetric_loss(
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(gamma_neg, gamma_pos, margin, reduction)
+    gamma_neg, gamma_pos, margin = _check(gamma_neg, gamma_pos, margin, reduction)
     _check_inputs(logits, target)
     if target.dtype in _INTS:
         target = paddle.cast(target, logits.dtype)
@@ -210,7 +213,7 @@ class AsymmetricLoss(nn.Layer):
     """
 
     def __init__(self, gamma_neg=4.0, gamma_pos=1.0, margin=0.05, reduction="sum"):
-        _check(gamma_neg, gamma_pos, margin, reduction)
+        gamma_neg, gamma_pos, margin = _check(gamma_neg, gamma_pos, margin, reduction)
         super().__init__()
         self.gamma_neg = gamma_neg
         self.gamma_pos = gamma_pos

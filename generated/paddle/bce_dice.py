@@ -30,6 +30,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = 1 + bce_weight*bce - 2*total/max(1e-07, total_1 + total_2)
 """
 
+import numbers
+
 import paddle
 import paddle.nn.functional as F
 from paddle import nn
@@ -44,7 +46,7 @@ def _check(bce_weight, reduction):
             "bce_dice: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(bce_weight, bool) or not isinstance(bce_weight, (int, float)):
+    if isinstance(bce_weight, bool) or not isinstance(bce_weight, numbers.Real):
         raise TypeError(
             "bce_dice: bce_weight must be a float >= 0; received: "
             + f"bce_weight={bce_weight!r} ({type(bce_weight).__name__})"
@@ -54,6 +56,7 @@ def _check(bce_weight, reduction):
             "bce_dice: bce_weight must be a float >= 0; received: "
             + f"bce_weight={bce_weight!r} ({type(bce_weight).__name__})"
         )
+    return float(bce_weight)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -139,7 +142,7 @@ def bce_dice(logits, target, *, bce_weight=1.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(bce_weight, reduction)
+    bce_weight = _check(bce_weight, reduction)
     _check_inputs(logits, target)
     in_dtype = logits.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -183,7 +186,7 @@ class BceDice(nn.Layer):
     """
 
     def __init__(self, bce_weight=1.0, reduction="mean"):
-        _check(bce_weight, reduction)
+        bce_weight = _check(bce_weight, reduction)
         super().__init__()
         self.bce_weight = bce_weight
         self.reduction = reduction

@@ -27,6 +27,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     with weight None: loss = c**2*log1p((input - target)**2/c**2)/2
 """
 
+import numbers
+
 import paddle
 from paddle import nn
 
@@ -40,7 +42,7 @@ def _check(c, reduction):
             "cauchy: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(c, bool) or not isinstance(c, (int, float)):
+    if isinstance(c, bool) or not isinstance(c, numbers.Real):
         raise TypeError(
             "cauchy: c must be a float >= 1e-06; received: "
             + f"c={c!r} ({type(c).__name__})"
@@ -50,6 +52,7 @@ def _check(c, reduction):
             "cauchy: c must be a float >= 1e-06; received: "
             + f"c={c!r} ({type(c).__name__})"
         )
+    return float(c)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -108,7 +111,7 @@ def cauchy(input, target, weight=None, *, c=1.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(c, reduction)
+    c = _check(c, reduction)
     _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -157,7 +160,7 @@ class Cauchy(nn.Layer):
     """
 
     def __init__(self, c=1.0, reduction="mean"):
-        _check(c, reduction)
+        c = _check(c, reduction)
         super().__init__()
         self.c = c
         self.reduction = reduction

@@ -28,6 +28,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = target*sq/2 + apart**2*(1 - target)/2
 """
 
+import numbers
+
 import paddle
 from paddle import nn
 
@@ -41,7 +43,7 @@ def _check(margin, reduction):
             "contrastive: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)):
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
         raise TypeError(
             "contrastive: margin must be a float >= 0; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
@@ -51,6 +53,7 @@ def _check(margin, reduction):
             "contrastive: margin must be a float >= 0; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
+    return float(margin)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -133,7 +136,7 @@ def contrastive(x1, x2, target, *, margin=1.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(margin, reduction)
+    margin = _check(margin, reduction)
     _check_inputs(x1, x2, target)
     if target.dtype in _INTS:
         target = paddle.cast(target, x1.dtype)
@@ -175,7 +178,7 @@ class Contrastive(nn.Layer):
     """
 
     def __init__(self, margin=1.0, reduction="mean"):
-        _check(margin, reduction)
+        margin = _check(margin, reduction)
         super().__init__()
         self.margin = margin
         self.reduction = reduction

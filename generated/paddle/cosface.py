@@ -37,6 +37,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = -picked
 """
 
+import numbers
+
 import paddle
 from paddle import nn
 
@@ -50,7 +52,7 @@ def _check(scale, margin, reduction):
             "cosface: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
         raise TypeError(
             "cosface: scale must be a float >= 0; received: "
             + f"scale={scale!r} ({type(scale).__name__})"
@@ -60,7 +62,7 @@ def _check(scale, margin, reduction):
             "cosface: scale must be a float >= 0; received: "
             + f"scale={scale!r} ({type(scale).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)):
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
         raise TypeError(
             "cosface: margin must be a float >= 0 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
@@ -70,6 +72,7 @@ def _check(scale, margin, reduction):
             "cosface: margin must be a float >= 0 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
+    return float(scale), float(margin)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -174,7 +177,7 @@ def cosface(features, label, weight, *, scale=64.0, margin=0.35, reduction="mean
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(scale, margin, reduction)
+    scale, margin = _check(scale, margin, reduction)
     _check_inputs(features, label, weight)
     in_dtype = features.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -238,7 +241,7 @@ class Cosface(nn.Layer):
     """
 
     def __init__(self, scale=64.0, margin=0.35, reduction="mean"):
-        _check(scale, margin, reduction)
+        scale, margin = _check(scale, margin, reduction)
         super().__init__()
         self.scale = scale
         self.margin = margin

@@ -33,6 +33,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
         cosine))
 """
 
+import numbers
+
 import paddle
 from paddle import nn
 
@@ -46,7 +48,7 @@ def _check(margin, reduction):
             "cosine_embedding: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)):
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
         raise TypeError(
             "cosine_embedding: margin must be a float >= -1 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
@@ -56,6 +58,7 @@ def _check(margin, reduction):
             "cosine_embedding: margin must be a float >= -1 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
+    return float(margin)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -146,7 +149,7 @@ def cosine_embedding(
         target = label
     if target is None:
         raise TypeError("cosine_embedding() missing required argument 'target'")
-    _check(margin, reduction)
+    margin = _check(margin, reduction)
     _check_inputs(input1, input2, target)
     if target.dtype in _INTS:
         target = paddle.cast(target, input1.dtype)
@@ -198,7 +201,7 @@ class CosineEmbedding(nn.Layer):
     """
 
     def __init__(self, margin=0.0, reduction="mean", name=None):
-        _check(margin, reduction)
+        margin = _check(margin, reduction)
         super().__init__()
         self.margin = margin
         self.reduction = reduction

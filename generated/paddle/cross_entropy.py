@@ -33,6 +33,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
         label_smoothing)*picked_1 - label_smoothing*sum(logp, axis=C)/C), 0)
 """
 
+import numbers
+
 import paddle
 from paddle import nn
 
@@ -48,15 +50,18 @@ def _check(ignore_index, label_smoothing, reduction):
         )
     if (
         isinstance(ignore_index, bool)
-        or not isinstance(ignore_index, (int, float))
-        or (isinstance(ignore_index, float) and not ignore_index.is_integer())
+        or not isinstance(ignore_index, numbers.Real)
+        or (
+            not isinstance(ignore_index, numbers.Integral)
+            and not float(ignore_index).is_integer()
+        )
     ):
         raise TypeError(
             "cross_entropy: ignore_index must be an int; received: "
             + f"ignore_index={ignore_index!r} ({type(ignore_index).__name__})"
         )
     if isinstance(label_smoothing, bool) or not isinstance(
-        label_smoothing, (int, float)
+        label_smoothing, numbers.Real
     ):
         raise TypeError(
             "cross_entropy: label_smoothing must be a float >= 0 and <= 1; received: "
@@ -67,6 +72,7 @@ def _check(ignore_index, label_smoothing, reduction):
             "cross_entropy: label_smoothing must be a float >= 0 and <= 1; received: "
             + f"label_smoothing={label_smoothing!r} ({type(label_smoothing).__name__})"
         )
+    return int(ignore_index), float(label_smoothing)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -204,7 +210,7 @@ def cross_entropy(
         target = label
     if target is None:
         raise TypeError("cross_entropy() missing required argument 'target'")
-    _check(ignore_index, label_smoothing, reduction)
+    ignore_index, label_smoothing = _check(ignore_index, label_smoothing, reduction)
     _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -285,7 +291,7 @@ class CrossEntropy(nn.Layer):
     def __init__(
         self, weight=None, ignore_index=-100, reduction="mean", *, label_smoothing=0.0
     ):
-        _check(ignore_index, label_smoothing, reduction)
+        ignore_index, label_smoothing = _check(ignore_index, label_smoothing, reduction)
         super().__init__()
         self.ignore_index = ignore_index
         self.label_smoothing = label_smoothing

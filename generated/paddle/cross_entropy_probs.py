@@ -28,6 +28,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
         -sum(q*log_probs, axis=C))
 """
 
+import numbers
+
 import paddle
 from paddle import nn
 
@@ -42,7 +44,7 @@ def _check(label_smoothing, reduction):
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
     if isinstance(label_smoothing, bool) or not isinstance(
-        label_smoothing, (int, float)
+        label_smoothing, numbers.Real
     ):
         raise TypeError(
             "cross_entropy_probs: label_smoothing must be a float >= 0 and <= 1; received: "
@@ -53,6 +55,7 @@ def _check(label_smoothing, reduction):
             "cross_entropy_probs: label_smoothing must be a float >= 0 and <= 1; received: "
             + f"label_smoothing={label_smoothing!r} ({type(label_smoothing).__name__})"
         )
+    return float(label_smoothing)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -161,7 +164,7 @@ def cross_entropy_probs(
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(label_smoothing, reduction)
+    label_smoothing = _check(label_smoothing, reduction)
     _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -228,7 +231,7 @@ class CrossEntropyProbs(nn.Layer):
     """
 
     def __init__(self, label_smoothing=0.0, reduction="mean"):
-        _check(label_smoothing, reduction)
+        label_smoothing = _check(label_smoothing, reduction)
         super().__init__()
         self.label_smoothing = label_smoothing
         self.reduction = reduction

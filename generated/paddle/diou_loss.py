@@ -58,6 +58,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = centres/t + t_4
 """
 
+import numbers
+
 import paddle
 from paddle import nn
 
@@ -71,7 +73,7 @@ def _check(eps, reduction):
             "diou_loss: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
         raise TypeError(
             "diou_loss: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
@@ -81,6 +83,7 @@ def _check(eps, reduction):
             "diou_loss: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
         )
+    return float(eps)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -162,7 +165,7 @@ def diou_loss(boxes1, boxes2, *, eps=1e-07, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(eps, reduction)
+    eps = _check(eps, reduction)
     _check_inputs(boxes1, boxes2)
     in_dtype = boxes1.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -221,7 +224,7 @@ class DiouLoss(nn.Layer):
     """
 
     def __init__(self, eps=1e-07, reduction="mean"):
-        _check(eps, reduction)
+        eps = _check(eps, reduction)
         super().__init__()
         self.eps = eps
         self.reduction = reduction

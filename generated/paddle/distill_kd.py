@@ -36,6 +36,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = (1 - alpha)*hard + alpha*temperature**2*total
 """
 
+import numbers
+
 import paddle
 from paddle import nn
 
@@ -49,7 +51,7 @@ def _check(temperature, alpha, reduction):
             "distill_kd: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
         raise TypeError(
             "distill_kd: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
@@ -59,7 +61,7 @@ def _check(temperature, alpha, reduction):
             "distill_kd: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
         )
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
         raise TypeError(
             "distill_kd: alpha must be a float >= 0 and <= 1; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
@@ -69,6 +71,7 @@ def _check(temperature, alpha, reduction):
             "distill_kd: alpha must be a float >= 0 and <= 1; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
         )
+    return float(temperature), float(alpha)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -192,7 +195,7 @@ def distill_kd(
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(temperature, alpha, reduction)
+    temperature, alpha = _check(temperature, alpha, reduction)
     _check_inputs(student, teacher, target)
     in_dtype = student.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -238,7 +241,7 @@ class DistillKd(nn.Layer):
     """
 
     def __init__(self, temperature=4.0, alpha=0.9, reduction="mean"):
-        _check(temperature, alpha, reduction)
+        temperature, alpha = _check(temperature, alpha, reduction)
         super().__init__()
         self.temperature = temperature
         self.alpha = alpha

@@ -28,6 +28,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = -t_2
 """
 
+import numbers
+
 import paddle
 from paddle import nn
 
@@ -41,7 +43,7 @@ def _check(alpha, gamma, reduction):
             "focal: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
         raise TypeError(
             "focal: alpha must be a float >= 0; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
@@ -51,7 +53,7 @@ def _check(alpha, gamma, reduction):
             "focal: alpha must be a float >= 0; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
         )
-    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)):
+    if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real):
         raise TypeError(
             "focal: gamma must be a float >= 0; received: "
             + f"gamma={gamma!r} ({type(gamma).__name__})"
@@ -61,6 +63,7 @@ def _check(alpha, gamma, reduction):
             "focal: gamma must be a float >= 0; received: "
             + f"gamma={gamma!r} ({type(gamma).__name__})"
         )
+    return float(alpha), float(gamma)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -155,7 +158,7 @@ def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(alpha, gamma, reduction)
+    alpha, gamma = _check(alpha, gamma, reduction)
     _check_inputs(logits, label)
     in_dtype = logits.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -195,7 +198,7 @@ class Focal(nn.Layer):
     """
 
     def __init__(self, alpha=0.25, gamma=2.0, reduction="mean"):
-        _check(alpha, gamma, reduction)
+        alpha, gamma = _check(alpha, gamma, reduction)
         super().__init__()
         self.alpha = alpha
         self.gamma = gamma

@@ -21,6 +21,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = 0.5*log(v) + 0.5*(input - target)**2/v + where(full, 0.5*log(2*pi), 0)
 """
 
+import numbers
+
 import paddle
 from paddle import nn
 
@@ -34,12 +36,12 @@ def _check(full, eps, reduction):
             "gaussian_nll: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if not isinstance(full, bool):
+    if type(full).__name__ not in ("bool", "bool_"):
         raise TypeError(
             "gaussian_nll: full must be a bool; received: "
             + f"full={full!r} ({type(full).__name__})"
         )
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
         raise TypeError(
             "gaussian_nll: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
@@ -49,6 +51,7 @@ def _check(full, eps, reduction):
             "gaussian_nll: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
         )
+    return bool(full), float(eps)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -130,7 +133,7 @@ def gaussian_nll(
         raise TypeError("gaussian_nll() missing required argument 'target'")
     if var is None:
         raise TypeError("gaussian_nll() missing required argument 'var'")
-    _check(full, eps, reduction)
+    full, eps = _check(full, eps, reduction)
     _check_inputs(input, target, var)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -169,7 +172,7 @@ class GaussianNll(nn.Layer):
     ):
         if epsilon is not None:
             eps = epsilon
-        _check(full, eps, reduction)
+        full, eps = _check(full, eps, reduction)
         super().__init__()
         self._losscc_param_full = full
         self.eps = eps

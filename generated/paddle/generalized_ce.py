@@ -24,6 +24,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = -expm1(q*picked)/q
 """
 
+import numbers
+
 import paddle
 from paddle import nn
 
@@ -37,7 +39,7 @@ def _check(q, reduction):
             "generalized_ce: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(q, bool) or not isinstance(q, (int, float)):
+    if isinstance(q, bool) or not isinstance(q, numbers.Real):
         raise TypeError(
             "generalized_ce: q must be a float >= 0.001 and <= 1; received: "
             + f"q={q!r} ({type(q).__name__})"
@@ -47,6 +49,7 @@ def _check(q, reduction):
             "generalized_ce: q must be a float >= 0.001 and <= 1; received: "
             + f"q={q!r} ({type(q).__name__})"
         )
+    return float(q)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -144,7 +147,7 @@ def generalized_ce(logits, label, *, q=0.7, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(q, reduction)
+    q = _check(q, reduction)
     _check_inputs(logits, label)
     in_dtype = logits.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -174,7 +177,7 @@ class GeneralizedCe(nn.Layer):
     """
 
     def __init__(self, q=0.7, reduction="mean"):
-        _check(q, reduction)
+        q = _check(q, reduction)
         super().__init__()
         self.q = q
         self.reduction = reduction

@@ -59,6 +59,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = (enclosing - t_3 - t_6 + inter)/(eps + enclosing) + t_7
 """
 
+import numbers
+
 import paddle
 from paddle import nn
 
@@ -72,7 +74,7 @@ def _check(eps, reduction):
             "giou_loss: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
         raise TypeError(
             "giou_loss: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
@@ -82,6 +84,7 @@ def _check(eps, reduction):
             "giou_loss: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
         )
+    return float(eps)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -163,7 +166,7 @@ def giou_loss(boxes1, boxes2, *, eps=1e-07, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(eps, reduction)
+    eps = _check(eps, reduction)
     _check_inputs(boxes1, boxes2)
     in_dtype = boxes1.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -221,7 +224,7 @@ class GiouLoss(nn.Layer):
     """
 
     def __init__(self, eps=1e-07, reduction="mean"):
-        _check(eps, reduction)
+        eps = _check(eps, reduction)
         super().__init__()
         self.eps = eps
         self.reduction = reduction

@@ -19,6 +19,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = where(target == 1, input, where(t > 0, t, 0))
 """
 
+import numbers
+
 import paddle
 from paddle import nn
 
@@ -32,11 +34,12 @@ def _check(margin, reduction):
             "hinge_embedding: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)):
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
         raise TypeError(
             "hinge_embedding: margin must be a float; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
+    return float(margin)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -92,7 +95,7 @@ def hinge_embedding(
         target = label
     if target is None:
         raise TypeError("hinge_embedding() missing required argument 'target'")
-    _check(margin, reduction)
+    margin = _check(margin, reduction)
     _check_inputs(input, target)
     if target.dtype in _INTS:
         target = paddle.cast(target, input.dtype)
@@ -124,7 +127,7 @@ class HingeEmbedding(nn.Layer):
     """
 
     def __init__(self, margin=1.0, reduction="mean", name=None):
-        _check(margin, reduction)
+        margin = _check(margin, reduction)
         super().__init__()
         self.margin = margin
         self.reduction = reduction

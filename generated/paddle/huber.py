@@ -23,6 +23,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     with weight None: loss = t_1
 """
 
+import numbers
+
 import paddle
 import paddle.nn.functional as F
 from paddle import nn
@@ -37,7 +39,7 @@ def _check(delta, reduction):
             "huber: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(delta, bool) or not isinstance(delta, (int, float)):
+    if isinstance(delta, bool) or not isinstance(delta, numbers.Real):
         raise TypeError(
             "huber: delta must be a float >= 0; received: "
             + f"delta={delta!r} ({type(delta).__name__})"
@@ -47,6 +49,7 @@ def _check(delta, reduction):
             "huber: delta must be a float >= 0; received: "
             + f"delta={delta!r} ({type(delta).__name__})"
         )
+    return float(delta)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -117,7 +120,7 @@ def huber(
         target = label
     if target is None:
         raise TypeError("huber() missing required argument 'target'")
-    _check(delta, reduction)
+    delta = _check(delta, reduction)
     _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -172,7 +175,7 @@ class Huber(nn.Layer):
     """
 
     def __init__(self, reduction="mean", delta=1.0):
-        _check(delta, reduction)
+        delta = _check(delta, reduction)
         super().__init__()
         self.delta = delta
         self.reduction = reduction

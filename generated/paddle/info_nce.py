@@ -41,6 +41,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = -total_3
 """
 
+import numbers
+
 import paddle
 from paddle import nn
 
@@ -54,7 +56,7 @@ def _check(temperature, reduction):
             "info_nce: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
         raise TypeError(
             "info_nce: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
@@ -64,6 +66,7 @@ def _check(temperature, reduction):
             "info_nce: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
         )
+    return float(temperature)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -147,7 +150,7 @@ def info_nce(query, positive_key, *, temperature=0.1, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(temperature, reduction)
+    temperature = _check(temperature, reduction)
     _check_inputs(query, positive_key)
     in_dtype = query.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -201,7 +204,7 @@ class InfoNce(nn.Layer):
     """
 
     def __init__(self, temperature=0.1, reduction="mean"):
-        _check(temperature, reduction)
+        temperature = _check(temperature, reduction)
         super().__init__()
         self.temperature = temperature
         self.reduction = reduction

@@ -39,11 +39,12 @@ def _check(log_target, reduction):
             "kl_div: reduction must be one of 'none', 'mean', 'sum', 'batchmean'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if not isinstance(log_target, bool):
+    if type(log_target).__name__ not in ("bool", "bool_"):
         raise TypeError(
             "kl_div: log_target must be a bool; received: "
             + f"log_target={log_target!r} ({type(log_target).__name__})"
         )
+    return bool(log_target)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -121,7 +122,7 @@ def kl_div(
         target = label
     if target is None:
         raise TypeError("kl_div() missing required argument 'target'")
-    _check(log_target, reduction)
+    log_target = _check(log_target, reduction)
     _check_inputs(input, target)
     unbatched = len(input.shape) == 0
     if unbatched:  # a 0-D call is one element: computed as [1], returned 0-D
@@ -169,7 +170,7 @@ class KlDiv(nn.Layer):
     """
 
     def __init__(self, reduction="mean", log_target=False):
-        _check(log_target, reduction)
+        log_target = _check(log_target, reduction)
         super().__init__()
         self.log_target = log_target
         self.reduction = reduction

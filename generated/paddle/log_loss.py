@@ -28,6 +28,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = -label*log(epsilon + input) - (1 - label)*log(epsilon + max(0, 1 - input))
 """
 
+import numbers
+
 import paddle
 from paddle import nn
 
@@ -41,7 +43,7 @@ def _check(epsilon, reduction):
             "log_loss: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)):
+    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
         raise TypeError(
             "log_loss: epsilon must be a float >= 1e-12; received: "
             + f"epsilon={epsilon!r} ({type(epsilon).__name__})"
@@ -51,6 +53,7 @@ def _check(epsilon, reduction):
             "log_loss: epsilon must be a float >= 1e-12; received: "
             + f"epsilon={epsilon!r} ({type(epsilon).__name__})"
         )
+    return float(epsilon)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -99,7 +102,7 @@ def log_loss(input, label, epsilon=0.0001, name=None, reduction="none"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(epsilon, reduction)
+    epsilon = _check(epsilon, reduction)
     _check_inputs(input, label)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -129,7 +132,7 @@ class LogLoss(nn.Layer):
     """
 
     def __init__(self, epsilon=0.0001, reduction="none"):
-        _check(epsilon, reduction)
+        epsilon = _check(epsilon, reduction)
         super().__init__()
         self.epsilon = epsilon
         self.reduction = reduction

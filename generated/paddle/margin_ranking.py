@@ -16,6 +16,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = max(0, margin - target*(input1 - input2))
 """
 
+import numbers
+
 import paddle
 from paddle import nn
 
@@ -29,11 +31,12 @@ def _check(margin, reduction):
             "margin_ranking: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)):
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
         raise TypeError(
             "margin_ranking: margin must be a float; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
+    return float(margin)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -122,7 +125,7 @@ def margin_ranking(
         raise TypeError("margin_ranking() missing required argument 'input2'")
     if target is None:
         raise TypeError("margin_ranking() missing required argument 'target'")
-    _check(margin, reduction)
+    margin = _check(margin, reduction)
     _check_inputs(input1, input2, target)
     if target.dtype in _INTS:
         target = paddle.cast(target, input1.dtype)
@@ -152,7 +155,7 @@ class MarginRanking(nn.Layer):
     """
 
     def __init__(self, margin=0.0, reduction="mean", name=None):
-        _check(margin, reduction)
+        margin = _check(margin, reduction)
         super().__init__()
         self.margin = margin
         self.reduction = reduction

@@ -27,6 +27,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     with weight None: loss = total/C
 """
 
+import numbers
+
 import paddle
 from paddle import nn
 
@@ -42,8 +44,8 @@ def _check(p, margin, reduction):
         )
     if (
         isinstance(p, bool)
-        or not isinstance(p, (int, float))
-        or (isinstance(p, float) and not p.is_integer())
+        or not isinstance(p, numbers.Real)
+        or (not isinstance(p, numbers.Integral) and not float(p).is_integer())
     ):
         raise TypeError(
             "multi_margin: p must be an int >= 1 and <= 2; received: "
@@ -54,11 +56,12 @@ def _check(p, margin, reduction):
             "multi_margin: p must be an int >= 1 and <= 2; received: "
             + f"p={p!r} ({type(p).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)):
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
         raise TypeError(
             "multi_margin: margin must be a float; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
+    return int(p), float(margin)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -156,7 +159,7 @@ def multi_margin(
         target = label
     if target is None:
         raise TypeError("multi_margin() missing required argument 'target'")
-    _check(p, margin, reduction)
+    p, margin = _check(p, margin, reduction)
     _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -208,7 +211,7 @@ class MultiMargin(nn.Layer):
     """
 
     def __init__(self, p=1, margin=1.0, weight=None, reduction="mean", name=None):
-        _check(p, margin, reduction)
+        p, margin = _check(p, margin, reduction)
         super().__init__()
         self.p = p
         self.margin = margin

@@ -22,6 +22,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     with weight None: loss = where(valid, -picked, 0)
 """
 
+import numbers
+
 import paddle
 from paddle import nn
 
@@ -37,13 +39,17 @@ def _check(ignore_index, reduction):
         )
     if (
         isinstance(ignore_index, bool)
-        or not isinstance(ignore_index, (int, float))
-        or (isinstance(ignore_index, float) and not ignore_index.is_integer())
+        or not isinstance(ignore_index, numbers.Real)
+        or (
+            not isinstance(ignore_index, numbers.Integral)
+            and not float(ignore_index).is_integer()
+        )
     ):
         raise TypeError(
             "nll: ignore_index must be an int; received: "
             + f"ignore_index={ignore_index!r} ({type(ignore_index).__name__})"
         )
+    return int(ignore_index)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -138,7 +144,7 @@ def nll(
         target = label
     if target is None:
         raise TypeError("nll() missing required argument 'target'")
-    _check(ignore_index, reduction)
+    ignore_index = _check(ignore_index, reduction)
     _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -194,7 +200,7 @@ class Nll(nn.Layer):
     """
 
     def __init__(self, weight=None, ignore_index=-100, reduction="mean", name=None):
-        _check(ignore_index, reduction)
+        ignore_index = _check(ignore_index, reduction)
         super().__init__()
         self.ignore_index = ignore_index
         self.reduction = reduction

@@ -61,6 +61,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
         softplus(-row_a + lse)) + t_2
 """
 
+import numbers
+
 import paddle
 from paddle import nn
 
@@ -74,7 +76,7 @@ def _check(temperature, reduction):
             "nt_xent: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
         raise TypeError(
             "nt_xent: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
@@ -84,6 +86,7 @@ def _check(temperature, reduction):
             "nt_xent: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
         )
+    return float(temperature)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -168,7 +171,7 @@ def nt_xent(z_i, z_j, *, temperature=0.5, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(temperature, reduction)
+    temperature = _check(temperature, reduction)
     _check_inputs(z_i, z_j)
     in_dtype = z_i.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -261,7 +264,7 @@ class NtXent(nn.Layer):
     """
 
     def __init__(self, temperature=0.5, reduction="mean"):
-        _check(temperature, reduction)
+        temperature = _check(temperature, reduction)
         super().__init__()
         self.temperature = temperature
         self.reduction = reduction

@@ -20,6 +20,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = alpha*max(0, err) + (1 - alpha)*max(0, input - target)
 """
 
+import numbers
+
 import paddle
 from paddle import nn
 
@@ -33,7 +35,7 @@ def _check(alpha, reduction):
             "pinball: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
         raise TypeError(
             "pinball: alpha must be a float >= 0 and <= 1; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
@@ -43,6 +45,7 @@ def _check(alpha, reduction):
             "pinball: alpha must be a float >= 0 and <= 1; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
         )
+    return float(alpha)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -89,7 +92,7 @@ def pinball(input, target, *, alpha=0.5, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(alpha, reduction)
+    alpha = _check(alpha, reduction)
     _check_inputs(input, target)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -120,7 +123,7 @@ class Pinball(nn.Layer):
     """
 
     def __init__(self, alpha=0.5, reduction="mean"):
-        _check(alpha, reduction)
+        alpha = _check(alpha, reduction)
         super().__init__()
         self.alpha = alpha
         self.reduction = reduction

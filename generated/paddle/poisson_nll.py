@@ -26,6 +26,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = nll + stirling
 """
 
+import numbers
+
 import paddle
 from paddle import nn
 
@@ -39,17 +41,17 @@ def _check(log_input, full, eps, reduction):
             "poisson_nll: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if not isinstance(log_input, bool):
+    if type(log_input).__name__ not in ("bool", "bool_"):
         raise TypeError(
             "poisson_nll: log_input must be a bool; received: "
             + f"log_input={log_input!r} ({type(log_input).__name__})"
         )
-    if not isinstance(full, bool):
+    if type(full).__name__ not in ("bool", "bool_"):
         raise TypeError(
             "poisson_nll: full must be a bool; received: "
             + f"full={full!r} ({type(full).__name__})"
         )
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
         raise TypeError(
             "poisson_nll: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
@@ -59,6 +61,7 @@ def _check(log_input, full, eps, reduction):
             "poisson_nll: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
         )
+    return bool(log_input), bool(full), float(eps)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -125,7 +128,7 @@ def poisson_nll(
         eps = epsilon
     if target is None:
         raise TypeError("poisson_nll() missing required argument 'target'")
-    _check(log_input, full, eps, reduction)
+    log_input, full, eps = _check(log_input, full, eps, reduction)
     _check_inputs(input, target)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -179,7 +182,7 @@ class PoissonNll(nn.Layer):
     ):
         if epsilon is not None:
             eps = epsilon
-        _check(log_input, full, eps, reduction)
+        log_input, full, eps = _check(log_input, full, eps, reduction)
         super().__init__()
         self.log_input = log_input
         self._losscc_param_full = full

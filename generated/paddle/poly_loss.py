@@ -26,6 +26,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = -total + epsilon*one_minus_pt
 """
 
+import numbers
+
 import paddle
 from paddle import nn
 
@@ -39,11 +41,12 @@ def _check(epsilon, reduction):
             "poly_loss: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)):
+    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
         raise TypeError(
             "poly_loss: epsilon must be a float; received: "
             + f"epsilon={epsilon!r} ({type(epsilon).__name__})"
         )
+    return float(epsilon)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -141,7 +144,7 @@ def poly_loss(logits, labels, *, epsilon=2.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(epsilon, reduction)
+    epsilon = _check(epsilon, reduction)
     _check_inputs(logits, labels)
     in_dtype = logits.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -173,7 +176,7 @@ class PolyLoss(nn.Layer):
     """
 
     def __init__(self, epsilon=2.0, reduction="mean"):
-        _check(epsilon, reduction)
+        epsilon = _check(epsilon, reduction)
         super().__init__()
         self.epsilon = epsilon
         self.reduction = reduction

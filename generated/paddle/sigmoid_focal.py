@@ -34,6 +34,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     with normalizer None: loss = alpha_t*bce*t_5
 """
 
+import numbers
+
 import paddle
 import paddle.nn.functional as F
 from paddle import nn
@@ -48,7 +50,7 @@ def _check(alpha, gamma, reduction):
             "sigmoid_focal: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
         raise TypeError(
             "sigmoid_focal: alpha must be a float >= 0 and <= 1; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
@@ -58,7 +60,7 @@ def _check(alpha, gamma, reduction):
             "sigmoid_focal: alpha must be a float >= 0 and <= 1; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
         )
-    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)):
+    if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real):
         raise TypeError(
             "sigmoid_focal: gamma must be a float >= 0; received: "
             + f"gamma={gamma!r} ({type(gamma).__name__})"
@@ -68,6 +70,7 @@ def _check(alpha, gamma, reduction):
             "sigmoid_focal: gamma must be a float >= 0; received: "
             + f"gamma={gamma!r} ({type(gamma).__name__})"
         )
+    return float(alpha), float(gamma)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -151,7 +154,7 @@ def sigmoid_focal(
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(alpha, gamma, reduction)
+    alpha, gamma = _check(alpha, gamma, reduction)
     _check_inputs(logit, label, normalizer)
     in_dtype = logit.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -224,7 +227,7 @@ class SigmoidFocal(nn.Layer):
     """
 
     def __init__(self, alpha=0.25, gamma=2.0, reduction="sum"):
-        _check(alpha, gamma, reduction)
+        alpha, gamma = _check(alpha, gamma, reduction)
         super().__init__()
         self.alpha = alpha
         self.gamma = gamma

@@ -19,6 +19,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = where(beta == 0, d, loss)
 """
 
+import numbers
+
 import paddle
 import paddle.nn.functional as F
 from paddle import nn
@@ -33,7 +35,7 @@ def _check(beta, reduction):
             "smooth_l1: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(beta, bool) or not isinstance(beta, (int, float)):
+    if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
         raise TypeError(
             "smooth_l1: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
@@ -43,6 +45,7 @@ def _check(beta, reduction):
             "smooth_l1: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
         )
+    return float(beta)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -97,7 +100,7 @@ def smooth_l1(
         beta = delta
     if target is None:
         raise TypeError("smooth_l1() missing required argument 'target'")
-    _check(beta, reduction)
+    beta = _check(beta, reduction)
     _check_inputs(input, target)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -138,7 +141,7 @@ class SmoothL1(nn.Layer):
     def __init__(self, reduction="mean", beta=1.0, *, delta=None):
         if delta is not None:
             beta = delta
-        _check(beta, reduction)
+        beta = _check(beta, reduction)
         super().__init__()
         self.beta = beta
         self.reduction = reduction

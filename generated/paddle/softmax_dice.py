@@ -35,6 +35,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = mean(dice, axis=C)
 """
 
+import numbers
+
 import paddle
 from paddle import nn
 
@@ -48,7 +50,7 @@ def _check(smooth, alpha, beta, reduction):
             "softmax_dice: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(smooth, bool) or not isinstance(smooth, (int, float)):
+    if isinstance(smooth, bool) or not isinstance(smooth, numbers.Real):
         raise TypeError(
             "softmax_dice: smooth must be a float >= 0; received: "
             + f"smooth={smooth!r} ({type(smooth).__name__})"
@@ -58,7 +60,7 @@ def _check(smooth, alpha, beta, reduction):
             "softmax_dice: smooth must be a float >= 0; received: "
             + f"smooth={smooth!r} ({type(smooth).__name__})"
         )
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
         raise TypeError(
             "softmax_dice: alpha must be a float >= 0; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
@@ -68,7 +70,7 @@ def _check(smooth, alpha, beta, reduction):
             "softmax_dice: alpha must be a float >= 0; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
         )
-    if isinstance(beta, bool) or not isinstance(beta, (int, float)):
+    if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
         raise TypeError(
             "softmax_dice: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
@@ -78,6 +80,7 @@ def _check(smooth, alpha, beta, reduction):
             "softmax_dice: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
         )
+    return float(smooth), float(alpha), float(beta)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -163,7 +166,7 @@ def softmax_dice(logits, targets, *, smooth=1.0, alpha=0.5, beta=0.5, reduction=
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(smooth, alpha, beta, reduction)
+    smooth, alpha, beta = _check(smooth, alpha, beta, reduction)
     _check_inputs(logits, targets)
     if targets.dtype in _INTS:
         targets = paddle.cast(targets, logits.dtype)
@@ -207,7 +210,7 @@ class SoftmaxDice(nn.Layer):
     """
 
     def __init__(self, smooth=1.0, alpha=0.5, beta=0.5, reduction="mean"):
-        _check(smooth, alpha, beta, reduction)
+        smooth, alpha, beta = _check(smooth, alpha, beta, reduction)
         super().__init__()
         self.smooth = smooth
         self.alpha = alpha

@@ -26,6 +26,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
         frozen**gamma)
 """
 
+import numbers
+
 import paddle
 from paddle import nn
 
@@ -39,7 +41,7 @@ def _check(gamma, reduction):
             "softmax_focal: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)):
+    if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real):
         raise TypeError(
             "softmax_focal: gamma must be a float >= 0; received: "
             + f"gamma={gamma!r} ({type(gamma).__name__})"
@@ -49,6 +51,7 @@ def _check(gamma, reduction):
             "softmax_focal: gamma must be a float >= 0; received: "
             + f"gamma={gamma!r} ({type(gamma).__name__})"
         )
+    return float(gamma)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -167,7 +170,7 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(gamma, reduction)
+    gamma = _check(gamma, reduction)
     _check_inputs(input, target, alpha)
     if isinstance(alpha, (int, float)) and not isinstance(alpha, bool):
         alpha = paddle.full((_shape(input)[1],), float(alpha), dtype=input.dtype)
@@ -235,7 +238,7 @@ class SoftmaxFocal(nn.Layer):
     """
 
     def __init__(self, gamma=2.0, reduction="mean"):
-        _check(gamma, reduction)
+        gamma = _check(gamma, reduction)
         super().__init__()
         self.gamma = gamma
         self.reduction = reduction

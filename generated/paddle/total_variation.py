@@ -44,11 +44,12 @@ def _check(average, reduction):
             "total_variation: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if not isinstance(average, bool):
+    if type(average).__name__ not in ("bool", "bool_"):
         raise TypeError(
             "total_variation: average must be a bool; received: "
             + f"average={average!r} ({type(average).__name__})"
         )
+    return bool(average)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -98,7 +99,7 @@ def total_variation(img, *, average=False, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(average, reduction)
+    average = _check(average, reduction)
     _check_inputs(img)
     in_dtype = img.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -150,7 +151,7 @@ class TotalVariation(nn.Layer):
     """
 
     def __init__(self, average=False, reduction="mean"):
-        _check(average, reduction)
+        average = _check(average, reduction)
         super().__init__()
         self.average = average
         self.reduction = reduction

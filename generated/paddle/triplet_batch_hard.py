@@ -40,6 +40,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = max(0, margin + peak + d_pos)
 """
 
+import numbers
+
 import paddle
 from paddle import nn
 
@@ -53,7 +55,7 @@ def _check(margin, reduction):
             "triplet_batch_hard: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)):
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
         raise TypeError(
             "triplet_batch_hard: margin must be a float >= 0; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
@@ -63,6 +65,7 @@ def _check(margin, reduction):
             "triplet_batch_hard: margin must be a float >= 0; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
+    return float(margin)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -131,7 +134,7 @@ def triplet_batch_hard(embeddings, labels, *, margin=0.3, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(margin, reduction)
+    margin = _check(margin, reduction)
     _check_inputs(embeddings, labels)
     in_dtype = embeddings.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -191,7 +194,7 @@ class TripletBatchHard(nn.Layer):
     """
 
     def __init__(self, margin=0.3, reduction="mean"):
-        _check(margin, reduction)
+        margin = _check(margin, reduction)
         super().__init__()
         self.margin = margin
         self.reduction = reduction

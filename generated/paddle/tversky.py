@@ -31,6 +31,8 @@ Computed as (after losscc's stable rewrites, in canonical layout)::
     loss = where(t_2 > 0.5, t_3, -(-1 + t_2))
 """
 
+import numbers
+
 import paddle
 from paddle import nn
 
@@ -44,7 +46,7 @@ def _check(alpha, beta, reduction):
             "tversky: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
         raise TypeError(
             "tversky: alpha must be a float >= 0; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
@@ -54,7 +56,7 @@ def _check(alpha, beta, reduction):
             "tversky: alpha must be a float >= 0; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
         )
-    if isinstance(beta, bool) or not isinstance(beta, (int, float)):
+    if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
         raise TypeError(
             "tversky: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
@@ -64,6 +66,7 @@ def _check(alpha, beta, reduction):
             "tversky: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
         )
+    return float(alpha), float(beta)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -132,7 +135,7 @@ def tversky(input, target, *, alpha=0.5, beta=0.5, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    _check(alpha, beta, reduction)
+    alpha, beta = _check(alpha, beta, reduction)
     _check_inputs(input, target)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -171,7 +174,7 @@ class Tversky(nn.Layer):
     """
 
     def __init__(self, alpha=0.5, beta=0.5, reduction="mean"):
-        _check(alpha, beta, reduction)
+        alpha, beta = _check(alpha, beta, reduction)
         super().__init__()
         self.alpha = alpha
         self.beta = beta

@@ -166,7 +166,7 @@ BACKEND = Backend(
     label="JAX",
     runner=Runner,
     extra="jax",  # apart from MindSpore and Paddle: pip install "losscc[jax]"
-    imports=("import dataclasses", "import jax", "import jax.numpy as jnp"),
+    imports=("import dataclasses", "import numbers", "import jax", "import jax.numpy as jnp"),
     # a Python float is weakly typed: float64 arithmetic keeps it in float64 (with x64 on)
     wrap_scalars=False,
     where_scalars=True,

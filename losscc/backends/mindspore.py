@@ -165,7 +165,7 @@ BACKEND = Backend(
     element_count="{x}.size",
     runner=Runner,
     load_order=-1,  # before any other framework: Paddle's libdnnl loaded first breaks MindSpore's CPU kernels
-    imports=("import mindspore as ms", "from mindspore import nn, ops"),
+    imports=("import numbers", "import mindspore as ms", "from mindspore import nn, ops"),
     # fused built-ins where they compute the same function and gradient (docs/operator_choices.md);
     # in float64 the kernel's beta is a float32 attribute, so float32 only
     fused=(

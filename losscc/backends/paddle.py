@@ -249,7 +249,7 @@ BACKEND = Backend(
         "No ccache found",                                          # at import
     ),
     quiet_env=_freeze({"GLOG_minloglevel": "2"}),  # the C++ (glog) log lines
-    imports=("import paddle", "import paddle.nn.functional as F", "from paddle import nn"),
+    imports=("import numbers", "import paddle", "import paddle.nn.functional as F", "from paddle import nn"),
     # fused built-ins where they compute the same function and gradient (docs/operator_choices.md);
     # in float64 their float hyperparameter is a float32 attribute, so float32 only
     fused=(
