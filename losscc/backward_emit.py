@@ -44,7 +44,7 @@ class Custom:
     @property
     def grad_targets(self) -> str:
         """The left-hand side that unpacks the gradient function's result."""
-        return ", ".join(self.targets) + ("," if len(self.targets) == 1 else "")
+        return ", ".join(self.targets) if len(self.targets) != 1 else f"({self.targets[0]},)"  # as black has it
 
     @property
     def inputs_targets(self) -> tuple:
@@ -180,7 +180,7 @@ def _custom(prep, plan, backend: Backend, existing: tuple) -> Custom:
             if i.dtype == "float":
                 back = f"{gvars[i.name]} = {backend.op('reshape', x=gvars[i.name], shape='()')}"
                 body += [f"    if {gvars[i.name]} is not None:", f"        {back}"] if i.optional else [f"    {back}"]
-    body.append(f"return {', '.join(gvars[n] for n in inputs)}" + ("," if len(inputs) == 1 else ""))
+    body.append(f"return {', '.join(gvars[n] for n in inputs)}" if len(inputs) != 1 else f"return ({gvars[inputs[0]]},)")
     helpers: list = []
     for _, _, hs in paths:
         helpers += [h for h in hs if h not in helpers and h not in existing]

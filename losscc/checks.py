@@ -8,8 +8,10 @@ a TypeError, a value outside the bounds or an unknown reduction a ValueError.
 
 Numbers given as strings are refused (not converted); bools are not numbers here;
 ints are accepted for float parameters; int parameters accept floats only with an
-integral value.  NumPy's scalars are accepted as the Python numbers they stand for, and
-``_check`` returns the hyperparameters converted to Python's float, int and bool.  The tests are Python tests on the arguments, which are constants
+integral value; a whole number or fraction beyond float's range is refused (it has no
+float).  NumPy's scalars are accepted as the Python numbers they stand for, and the
+function and the constructor convert the hyperparameters to Python's float, int and bool
+after ``_check``.  The tests are Python tests on the arguments, which are constants
 when the frameworks compile the code (jit, to_static), so compiled code pays nothing for them.
 """
 
@@ -17,11 +19,13 @@ from __future__ import annotations
 
 from .spec import Param, Spec
 
+# a whole number or fraction beyond float's range (float() would raise OverflowError)
+_HUGE = " or (isinstance({n}, numbers.Rational) and not abs({n}) <= 1.7976931348623157e308)"
 # numbers.Real and numbers.Integral take NumPy's scalars too (np.float32(0.5), np.int64(-100));
 # a bool is Python's or NumPy's (named bool_ in NumPy 1, bool in NumPy 2; no `numbers` class)
 _TYPE_TESTS = {
-    "float": "isinstance({n}, bool) or not isinstance({n}, numbers.Real)",
-    "int": "isinstance({n}, bool) or not isinstance({n}, numbers.Real)"
+    "float": "isinstance({n}, bool) or not isinstance({n}, numbers.Real)" + _HUGE,
+    "int": "isinstance({n}, bool) or not isinstance({n}, numbers.Real)" + _HUGE +
            " or (not isinstance({n}, numbers.Integral) and not float({n}).is_integer())",
     "bool": "type({n}).__name__ not in (\"bool\", \"bool_\")",
 }
@@ -61,15 +65,10 @@ def check_lines(spec: Spec) -> list[str]:
     return lines
 
 
-def return_lines(spec: Spec) -> list[str]:
-    """The last line of ``_check``: the hyperparameters as Python numbers (a NumPy scalar is
-    no constant a graph compiler takes), in the order of :func:`check_returns`."""
-    return ["return " + ", ".join(f"{_CONVERT[p.kind]}({p.name})" for p in spec.params)] if spec.params else []
-
-
-def check_returns(spec: Spec) -> str:
-    """The names ``_check``'s value is assigned to ('' when it returns nothing)."""
-    return ", ".join(p.name for p in spec.params)
+def convert_lines(spec: Spec) -> list[str]:
+    """The lines after ``_check``: each hyperparameter as a Python number (a NumPy scalar is
+    no constant a graph compiler takes); one line each, whatever the names' length."""
+    return [f"{p.name} = {_CONVERT[p.kind]}({p.name})" for p in spec.params]
 
 
 def clip_order_lines(spec: Spec, loss) -> list[str]:

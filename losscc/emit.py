@@ -162,7 +162,7 @@ def module_context(spec: Spec, backend: Backend) -> dict:
     check_params = [p.name for p in spec.params] + ["reduction"]
     forward = dropin.forward_params(spec, backend.name)
     return dict(init_params=init, check_params=check_params, check_args=check_params,
-                check_returns=checks.check_returns(spec),
+                convert_lines=checks.convert_lines(spec),
                 forward_params=forward, call_args=dropin.call_args(spec, backend.name), ctor_inputs=dropin.ctor_inputs(spec, backend.name), arg_docs=arg_docs(spec, d),
                 entry_lines=dropin.alias_lines(spec, backend.name),
                 init_entry_lines=dropin.init_alias_lines(spec, backend.name),

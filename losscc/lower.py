@@ -413,6 +413,12 @@ class Lowerer(OperatorLowering):
             return self.call("square", x=self.value(base))
         if ex.is_Integer:
             return power(self.wrap(base, ATOM), str(int(ex))), POW
+        if (not ex.is_Number and self.typeof(ex).dtype == "int" and self.python_number(base)
+                and (base.is_Integer or self.typeof(base).dtype == "int")):
+            # int ** int of Python ints: a graph compiler may keep it an int (2 ** -2 is 0)
+            code = self.wrap(self.filled((), base), ATOM) if self.b.wrap_scalars else (
+                repr(float(base)) if base.is_Number else f"float({self.wrap(base, ATOM)})")
+            return power(code, self.wrap(ex, ATOM)), POW
         if self.b.wrap_scalars and self.python_number(ex) and self.typeof(ex).dtype != "int":  # 1 / r: a float32 scale
             ex = ex.xreplace({s: self.filled((), s) for s in ex.free_symbols})  # tensor arithmetic of the dtype
         return power(self.wrap(base, ATOM), self.wrap(ex, ATOM)), POW

@@ -13,7 +13,7 @@ import sympy as sp
 
 from . import dropin, ir
 from .backends import Backend
-from .checks import check_lines, clip_order_lines, return_lines
+from .checks import check_lines, clip_order_lines
 from .formula import formula_text
 from .guards import BRANCH_GUARDS, EPS_GUARDS, GRADIENT_GUARDS, eps_candidates
 from .backends import all_backends
@@ -276,7 +276,7 @@ def lower(prep: Prepared, backend: Backend) -> Lowered:
         pre = half + pre
         restore = f"{low.op('cast', x=loc.result, dtype=loc.in_dtype)} if {loc.half} else {loc.result}"
 
-    checks = check_lines(spec) + clip_order_lines(spec, prog.loss) + return_lines(spec)
+    checks = check_lines(spec) + clip_order_lines(spec, prog.loss)
 
     signature = dropin.signature(spec, backend.name)
     restore = dropin.unbatched_restore(spec, backend, restore, loc.result)

@@ -77,7 +77,14 @@ def _check(scale, margin, easy_margin, reduction):
             "arcface: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+    if (
+        isinstance(scale, bool)
+        or not isinstance(scale, numbers.Real)
+        or (
+            isinstance(scale, numbers.Rational)
+            and not abs(scale) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "arcface: scale must be a float >= 0; received: "
             + f"scale={scale!r} ({type(scale).__name__})"
@@ -87,7 +94,14 @@ def _check(scale, margin, easy_margin, reduction):
             "arcface: scale must be a float >= 0; received: "
             + f"scale={scale!r} ({type(scale).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
+    if (
+        isinstance(margin, bool)
+        or not isinstance(margin, numbers.Real)
+        or (
+            isinstance(margin, numbers.Rational)
+            and not abs(margin) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "arcface: margin must be a float >= 0 and <= 1.5; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
@@ -102,7 +116,6 @@ def _check(scale, margin, easy_margin, reduction):
             "arcface: easy_margin must be a bool; received: "
             + f"easy_margin={easy_margin!r} ({type(easy_margin).__name__})"
         )
-    return float(scale), float(margin), bool(easy_margin)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -216,7 +229,10 @@ def arcface(
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    scale, margin, easy_margin = _check(scale, margin, easy_margin, reduction)
+    _check(scale, margin, easy_margin, reduction)
+    scale = float(scale)
+    margin = float(margin)
+    easy_margin = bool(easy_margin)
     _check_inputs(features, label, weight)
     in_dtype = jnp.result_type(features)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

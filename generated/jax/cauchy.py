@@ -42,7 +42,11 @@ def _check(c, reduction):
             "cauchy: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(c, bool) or not isinstance(c, numbers.Real):
+    if (
+        isinstance(c, bool)
+        or not isinstance(c, numbers.Real)
+        or (isinstance(c, numbers.Rational) and not abs(c) <= 1.7976931348623157e308)
+    ):
         raise TypeError(
             "cauchy: c must be a float >= 1e-06; received: "
             + f"c={c!r} ({type(c).__name__})"
@@ -52,7 +56,6 @@ def _check(c, reduction):
             "cauchy: c must be a float >= 1e-06; received: "
             + f"c={c!r} ({type(c).__name__})"
         )
-    return float(c)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -111,7 +114,8 @@ def cauchy(input, target, weight=None, *, c=1.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    c = _check(c, reduction)
+    _check(c, reduction)
+    c = float(c)
     _check_inputs(input, target, weight)
     in_dtype = jnp.result_type(input)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

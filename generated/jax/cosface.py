@@ -53,7 +53,14 @@ def _check(scale, margin, reduction):
             "cosface: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+    if (
+        isinstance(scale, bool)
+        or not isinstance(scale, numbers.Real)
+        or (
+            isinstance(scale, numbers.Rational)
+            and not abs(scale) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "cosface: scale must be a float >= 0; received: "
             + f"scale={scale!r} ({type(scale).__name__})"
@@ -63,7 +70,14 @@ def _check(scale, margin, reduction):
             "cosface: scale must be a float >= 0; received: "
             + f"scale={scale!r} ({type(scale).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
+    if (
+        isinstance(margin, bool)
+        or not isinstance(margin, numbers.Real)
+        or (
+            isinstance(margin, numbers.Rational)
+            and not abs(margin) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "cosface: margin must be a float >= 0 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
@@ -73,7 +87,6 @@ def _check(scale, margin, reduction):
             "cosface: margin must be a float >= 0 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
-    return float(scale), float(margin)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -176,7 +189,9 @@ def cosface(features, label, weight, *, scale=64.0, margin=0.35, reduction="mean
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    scale, margin = _check(scale, margin, reduction)
+    _check(scale, margin, reduction)
+    scale = float(scale)
+    margin = float(margin)
     _check_inputs(features, label, weight)
     in_dtype = jnp.result_type(features)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

@@ -46,7 +46,14 @@ def _check(epsilon, reduction):
             "cosine_distance: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
+    if (
+        isinstance(epsilon, bool)
+        or not isinstance(epsilon, numbers.Real)
+        or (
+            isinstance(epsilon, numbers.Rational)
+            and not abs(epsilon) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "cosine_distance: epsilon must be a float >= 0; received: "
             + f"epsilon={epsilon!r} ({type(epsilon).__name__})"
@@ -56,7 +63,6 @@ def _check(epsilon, reduction):
             "cosine_distance: epsilon must be a float >= 0; received: "
             + f"epsilon={epsilon!r} ({type(epsilon).__name__})"
         )
-    return float(epsilon)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -126,7 +132,8 @@ def cosine_distance(predictions, targets, *, epsilon=0.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    epsilon = _check(epsilon, reduction)
+    _check(epsilon, reduction)
+    epsilon = float(epsilon)
     _check_inputs(predictions, targets)
     in_dtype = jnp.result_type(predictions)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

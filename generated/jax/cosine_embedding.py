@@ -48,7 +48,14 @@ def _check(margin, reduction):
             "cosine_embedding: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
+    if (
+        isinstance(margin, bool)
+        or not isinstance(margin, numbers.Real)
+        or (
+            isinstance(margin, numbers.Rational)
+            and not abs(margin) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "cosine_embedding: margin must be a float >= -1 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
@@ -58,7 +65,6 @@ def _check(margin, reduction):
             "cosine_embedding: margin must be a float >= -1 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
-    return float(margin)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -141,7 +147,8 @@ def cosine_embedding(input1, input2, target, *, margin=0.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    margin = _check(margin, reduction)
+    _check(margin, reduction)
+    margin = float(margin)
     _check_inputs(input1, input2, target)
     if target.dtype in _INTS:
         target = jnp.astype(target, jnp.result_type(input1))

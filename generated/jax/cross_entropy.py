@@ -52,6 +52,10 @@ def _check(ignore_index, label_smoothing, reduction):
         isinstance(ignore_index, bool)
         or not isinstance(ignore_index, numbers.Real)
         or (
+            isinstance(ignore_index, numbers.Rational)
+            and not abs(ignore_index) <= 1.7976931348623157e308
+        )
+        or (
             not isinstance(ignore_index, numbers.Integral)
             and not float(ignore_index).is_integer()
         )
@@ -60,8 +64,13 @@ def _check(ignore_index, label_smoothing, reduction):
             "cross_entropy: ignore_index must be an int; received: "
             + f"ignore_index={ignore_index!r} ({type(ignore_index).__name__})"
         )
-    if isinstance(label_smoothing, bool) or not isinstance(
-        label_smoothing, numbers.Real
+    if (
+        isinstance(label_smoothing, bool)
+        or not isinstance(label_smoothing, numbers.Real)
+        or (
+            isinstance(label_smoothing, numbers.Rational)
+            and not abs(label_smoothing) <= 1.7976931348623157e308
+        )
     ):
         raise TypeError(
             "cross_entropy: label_smoothing must be a float >= 0 and <= 1; received: "
@@ -72,7 +81,6 @@ def _check(ignore_index, label_smoothing, reduction):
             "cross_entropy: label_smoothing must be a float >= 0 and <= 1; received: "
             + f"label_smoothing={label_smoothing!r} ({type(label_smoothing).__name__})"
         )
-    return int(ignore_index), float(label_smoothing)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -191,7 +199,9 @@ def cross_entropy(
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    ignore_index, label_smoothing = _check(ignore_index, label_smoothing, reduction)
+    _check(ignore_index, label_smoothing, reduction)
+    ignore_index = int(ignore_index)
+    label_smoothing = float(label_smoothing)
     _check_inputs(input, target, weight)
     in_dtype = jnp.result_type(input)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

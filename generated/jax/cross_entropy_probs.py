@@ -43,8 +43,13 @@ def _check(label_smoothing, reduction):
             "cross_entropy_probs: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(label_smoothing, bool) or not isinstance(
-        label_smoothing, numbers.Real
+    if (
+        isinstance(label_smoothing, bool)
+        or not isinstance(label_smoothing, numbers.Real)
+        or (
+            isinstance(label_smoothing, numbers.Rational)
+            and not abs(label_smoothing) <= 1.7976931348623157e308
+        )
     ):
         raise TypeError(
             "cross_entropy_probs: label_smoothing must be a float >= 0 and <= 1; received: "
@@ -55,7 +60,6 @@ def _check(label_smoothing, reduction):
             "cross_entropy_probs: label_smoothing must be a float >= 0 and <= 1; received: "
             + f"label_smoothing={label_smoothing!r} ({type(label_smoothing).__name__})"
         )
-    return float(label_smoothing)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -151,7 +155,8 @@ def cross_entropy_probs(
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    label_smoothing = _check(label_smoothing, reduction)
+    _check(label_smoothing, reduction)
+    label_smoothing = float(label_smoothing)
     _check_inputs(input, target, weight)
     in_dtype = jnp.result_type(input)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

@@ -51,7 +51,14 @@ def _check(temperature, alpha, reduction):
             "distill_kd: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, numbers.Real)
+        or (
+            isinstance(temperature, numbers.Rational)
+            and not abs(temperature) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "distill_kd: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
@@ -61,7 +68,14 @@ def _check(temperature, alpha, reduction):
             "distill_kd: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
         )
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
+    if (
+        isinstance(alpha, bool)
+        or not isinstance(alpha, numbers.Real)
+        or (
+            isinstance(alpha, numbers.Rational)
+            and not abs(alpha) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "distill_kd: alpha must be a float >= 0 and <= 1; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
@@ -71,7 +85,6 @@ def _check(temperature, alpha, reduction):
             "distill_kd: alpha must be a float >= 0 and <= 1; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
         )
-    return float(temperature), float(alpha)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -181,7 +194,9 @@ def distill_kd(
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    temperature, alpha = _check(temperature, alpha, reduction)
+    _check(temperature, alpha, reduction)
+    temperature = float(temperature)
+    alpha = float(alpha)
     _check_inputs(student, teacher, target)
     in_dtype = jnp.result_type(student)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

@@ -43,7 +43,14 @@ def _check(alpha, gamma, reduction):
             "focal: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
+    if (
+        isinstance(alpha, bool)
+        or not isinstance(alpha, numbers.Real)
+        or (
+            isinstance(alpha, numbers.Rational)
+            and not abs(alpha) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "focal: alpha must be a float >= 0; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
@@ -53,7 +60,14 @@ def _check(alpha, gamma, reduction):
             "focal: alpha must be a float >= 0; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
         )
-    if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real):
+    if (
+        isinstance(gamma, bool)
+        or not isinstance(gamma, numbers.Real)
+        or (
+            isinstance(gamma, numbers.Rational)
+            and not abs(gamma) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "focal: gamma must be a float >= 0; received: "
             + f"gamma={gamma!r} ({type(gamma).__name__})"
@@ -63,7 +77,6 @@ def _check(alpha, gamma, reduction):
             "focal: gamma must be a float >= 0; received: "
             + f"gamma={gamma!r} ({type(gamma).__name__})"
         )
-    return float(alpha), float(gamma)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -142,7 +155,9 @@ def focal(logits, label, *, alpha=0.25, gamma=2.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    alpha, gamma = _check(alpha, gamma, reduction)
+    _check(alpha, gamma, reduction)
+    alpha = float(alpha)
+    gamma = float(gamma)
     _check_inputs(logits, label)
     in_dtype = jnp.result_type(logits)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

@@ -42,7 +42,13 @@ def _check(full, eps, reduction):
             "gaussian_nll: full must be a bool; received: "
             + f"full={full!r} ({type(full).__name__})"
         )
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
+    if (
+        isinstance(eps, bool)
+        or not isinstance(eps, numbers.Real)
+        or (
+            isinstance(eps, numbers.Rational) and not abs(eps) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "gaussian_nll: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
@@ -52,7 +58,6 @@ def _check(full, eps, reduction):
             "gaussian_nll: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
         )
-    return bool(full), float(eps)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -123,7 +128,9 @@ def gaussian_nll(input, target, var, *, full=False, eps=1e-06, reduction="mean")
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    full, eps = _check(full, eps, reduction)
+    _check(full, eps, reduction)
+    full = bool(full)
+    eps = float(eps)
     _check_inputs(input, target, var)
     in_dtype = jnp.result_type(input)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

@@ -39,7 +39,11 @@ def _check(q, reduction):
             "generalized_ce: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(q, bool) or not isinstance(q, numbers.Real):
+    if (
+        isinstance(q, bool)
+        or not isinstance(q, numbers.Real)
+        or (isinstance(q, numbers.Rational) and not abs(q) <= 1.7976931348623157e308)
+    ):
         raise TypeError(
             "generalized_ce: q must be a float >= 0.001 and <= 1; received: "
             + f"q={q!r} ({type(q).__name__})"
@@ -49,7 +53,6 @@ def _check(q, reduction):
             "generalized_ce: q must be a float >= 0.001 and <= 1; received: "
             + f"q={q!r} ({type(q).__name__})"
         )
-    return float(q)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -131,7 +134,8 @@ def generalized_ce(logits, label, *, q=0.7, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    q = _check(q, reduction)
+    _check(q, reduction)
+    q = float(q)
     _check_inputs(logits, label)
     in_dtype = jnp.result_type(logits)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

@@ -55,7 +55,14 @@ def _check(temperature, reduction):
             "info_nce: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, numbers.Real)
+        or (
+            isinstance(temperature, numbers.Rational)
+            and not abs(temperature) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "info_nce: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
@@ -65,7 +72,6 @@ def _check(temperature, reduction):
             "info_nce: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
         )
-    return float(temperature)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -148,7 +154,8 @@ def info_nce(query, positive_key, *, temperature=0.1, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    temperature = _check(temperature, reduction)
+    _check(temperature, reduction)
+    temperature = float(temperature)
     _check_inputs(query, positive_key)
     in_dtype = jnp.result_type(query)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

@@ -44,7 +44,6 @@ def _check(log_target, reduction):
             "kl_div: log_target must be a bool; received: "
             + f"log_target={log_target!r} ({type(log_target).__name__})"
         )
-    return bool(log_target)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -102,7 +101,8 @@ def kl_div(input, target, *, log_target=False, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    log_target = _check(log_target, reduction)
+    _check(log_target, reduction)
+    log_target = bool(log_target)
     _check_inputs(input, target)
     in_dtype = jnp.result_type(input)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

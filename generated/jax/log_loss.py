@@ -43,7 +43,14 @@ def _check(epsilon, reduction):
             "log_loss: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
+    if (
+        isinstance(epsilon, bool)
+        or not isinstance(epsilon, numbers.Real)
+        or (
+            isinstance(epsilon, numbers.Rational)
+            and not abs(epsilon) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "log_loss: epsilon must be a float >= 1e-12; received: "
             + f"epsilon={epsilon!r} ({type(epsilon).__name__})"
@@ -53,7 +60,6 @@ def _check(epsilon, reduction):
             "log_loss: epsilon must be a float >= 1e-12; received: "
             + f"epsilon={epsilon!r} ({type(epsilon).__name__})"
         )
-    return float(epsilon)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -113,7 +119,8 @@ def log_loss(input, label, *, epsilon=0.0001, reduction="none"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    epsilon = _check(epsilon, reduction)
+    _check(epsilon, reduction)
+    epsilon = float(epsilon)
     _check_inputs(input, label)
     in_dtype = jnp.result_type(input)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

@@ -41,6 +41,10 @@ def _check(ignore_index, reduction):
         isinstance(ignore_index, bool)
         or not isinstance(ignore_index, numbers.Real)
         or (
+            isinstance(ignore_index, numbers.Rational)
+            and not abs(ignore_index) <= 1.7976931348623157e308
+        )
+        or (
             not isinstance(ignore_index, numbers.Integral)
             and not float(ignore_index).is_integer()
         )
@@ -49,7 +53,6 @@ def _check(ignore_index, reduction):
             "nll: ignore_index must be an int; received: "
             + f"ignore_index={ignore_index!r} ({type(ignore_index).__name__})"
         )
-    return int(ignore_index)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -117,7 +120,8 @@ def nll(input, target, weight=None, *, ignore_index=-100, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    ignore_index = _check(ignore_index, reduction)
+    _check(ignore_index, reduction)
+    ignore_index = int(ignore_index)
     _check_inputs(input, target, weight)
     in_dtype = jnp.result_type(input)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

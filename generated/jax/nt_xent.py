@@ -78,7 +78,14 @@ def _check(temperature, reduction):
             "nt_xent: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, numbers.Real)
+        or (
+            isinstance(temperature, numbers.Rational)
+            and not abs(temperature) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "nt_xent: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
@@ -88,7 +95,6 @@ def _check(temperature, reduction):
             "nt_xent: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
         )
-    return float(temperature)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -152,7 +158,8 @@ def nt_xent(z_i, z_j, *, temperature=0.5, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    temperature = _check(temperature, reduction)
+    _check(temperature, reduction)
+    temperature = float(temperature)
     _check_inputs(z_i, z_j)
     in_dtype = jnp.result_type(z_i)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

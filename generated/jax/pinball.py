@@ -35,7 +35,14 @@ def _check(alpha, reduction):
             "pinball: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
+    if (
+        isinstance(alpha, bool)
+        or not isinstance(alpha, numbers.Real)
+        or (
+            isinstance(alpha, numbers.Rational)
+            and not abs(alpha) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "pinball: alpha must be a float >= 0 and <= 1; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
@@ -45,7 +52,6 @@ def _check(alpha, reduction):
             "pinball: alpha must be a float >= 0 and <= 1; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
         )
-    return float(alpha)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -104,7 +110,8 @@ def pinball(input, target, *, alpha=0.5, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    alpha = _check(alpha, reduction)
+    _check(alpha, reduction)
+    alpha = float(alpha)
     _check_inputs(input, target)
     in_dtype = jnp.result_type(input)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

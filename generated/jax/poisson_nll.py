@@ -51,7 +51,13 @@ def _check(log_input, full, eps, reduction):
             "poisson_nll: full must be a bool; received: "
             + f"full={full!r} ({type(full).__name__})"
         )
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
+    if (
+        isinstance(eps, bool)
+        or not isinstance(eps, numbers.Real)
+        or (
+            isinstance(eps, numbers.Rational) and not abs(eps) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "poisson_nll: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
@@ -61,7 +67,6 @@ def _check(log_input, full, eps, reduction):
             "poisson_nll: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
         )
-    return bool(log_input), bool(full), float(eps)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -112,7 +117,10 @@ def poisson_nll(
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    log_input, full, eps = _check(log_input, full, eps, reduction)
+    _check(log_input, full, eps, reduction)
+    log_input = bool(log_input)
+    full = bool(full)
+    eps = float(eps)
     _check_inputs(input, target)
     in_dtype = jnp.result_type(input)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

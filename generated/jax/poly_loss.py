@@ -41,12 +41,18 @@ def _check(epsilon, reduction):
             "poly_loss: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
+    if (
+        isinstance(epsilon, bool)
+        or not isinstance(epsilon, numbers.Real)
+        or (
+            isinstance(epsilon, numbers.Rational)
+            and not abs(epsilon) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "poly_loss: epsilon must be a float; received: "
             + f"epsilon={epsilon!r} ({type(epsilon).__name__})"
         )
-    return float(epsilon)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -129,7 +135,8 @@ def poly_loss(logits, labels, *, epsilon=2.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    epsilon = _check(epsilon, reduction)
+    _check(epsilon, reduction)
+    epsilon = float(epsilon)
     _check_inputs(logits, labels)
     in_dtype = jnp.result_type(logits)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

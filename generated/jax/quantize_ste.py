@@ -36,7 +36,14 @@ def _check(levels, reduction):
             "quantize_ste: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(levels, bool) or not isinstance(levels, numbers.Real):
+    if (
+        isinstance(levels, bool)
+        or not isinstance(levels, numbers.Real)
+        or (
+            isinstance(levels, numbers.Rational)
+            and not abs(levels) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "quantize_ste: levels must be a float >= 1; received: "
             + f"levels={levels!r} ({type(levels).__name__})"
@@ -46,7 +53,6 @@ def _check(levels, reduction):
             "quantize_ste: levels must be a float >= 1; received: "
             + f"levels={levels!r} ({type(levels).__name__})"
         )
-    return float(levels)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -94,7 +100,8 @@ def quantize_ste(input, target, *, levels=1.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    levels = _check(levels, reduction)
+    _check(levels, reduction)
+    levels = float(levels)
     _check_inputs(input, target)
     in_dtype = jnp.result_type(input)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

@@ -34,7 +34,14 @@ def _check(beta, reduction):
             "smooth_l1: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
+    if (
+        isinstance(beta, bool)
+        or not isinstance(beta, numbers.Real)
+        or (
+            isinstance(beta, numbers.Rational)
+            and not abs(beta) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "smooth_l1: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
@@ -44,7 +51,6 @@ def _check(beta, reduction):
             "smooth_l1: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
         )
-    return float(beta)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -95,7 +101,8 @@ def smooth_l1(input, target, *, beta=1.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    beta = _check(beta, reduction)
+    _check(beta, reduction)
+    beta = float(beta)
     _check_inputs(input, target)
     in_dtype = jnp.result_type(input)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

@@ -50,7 +50,14 @@ def _check(smooth, alpha, beta, reduction):
             "softmax_dice: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(smooth, bool) or not isinstance(smooth, numbers.Real):
+    if (
+        isinstance(smooth, bool)
+        or not isinstance(smooth, numbers.Real)
+        or (
+            isinstance(smooth, numbers.Rational)
+            and not abs(smooth) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "softmax_dice: smooth must be a float >= 0; received: "
             + f"smooth={smooth!r} ({type(smooth).__name__})"
@@ -60,7 +67,14 @@ def _check(smooth, alpha, beta, reduction):
             "softmax_dice: smooth must be a float >= 0; received: "
             + f"smooth={smooth!r} ({type(smooth).__name__})"
         )
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
+    if (
+        isinstance(alpha, bool)
+        or not isinstance(alpha, numbers.Real)
+        or (
+            isinstance(alpha, numbers.Rational)
+            and not abs(alpha) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "softmax_dice: alpha must be a float >= 0; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
@@ -70,7 +84,14 @@ def _check(smooth, alpha, beta, reduction):
             "softmax_dice: alpha must be a float >= 0; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
         )
-    if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
+    if (
+        isinstance(beta, bool)
+        or not isinstance(beta, numbers.Real)
+        or (
+            isinstance(beta, numbers.Rational)
+            and not abs(beta) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "softmax_dice: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
@@ -80,7 +101,6 @@ def _check(smooth, alpha, beta, reduction):
             "softmax_dice: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
         )
-    return float(smooth), float(alpha), float(beta)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -153,7 +173,10 @@ def softmax_dice(logits, targets, *, smooth=1.0, alpha=0.5, beta=0.5, reduction=
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    smooth, alpha, beta = _check(smooth, alpha, beta, reduction)
+    _check(smooth, alpha, beta, reduction)
+    smooth = float(smooth)
+    alpha = float(alpha)
+    beta = float(beta)
     _check_inputs(logits, targets)
     if targets.dtype in _INTS:
         targets = jnp.astype(targets, jnp.result_type(logits))

@@ -41,7 +41,14 @@ def _check(gamma, reduction):
             "softmax_focal: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real):
+    if (
+        isinstance(gamma, bool)
+        or not isinstance(gamma, numbers.Real)
+        or (
+            isinstance(gamma, numbers.Rational)
+            and not abs(gamma) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "softmax_focal: gamma must be a float >= 0; received: "
             + f"gamma={gamma!r} ({type(gamma).__name__})"
@@ -51,7 +58,6 @@ def _check(gamma, reduction):
             "softmax_focal: gamma must be a float >= 0; received: "
             + f"gamma={gamma!r} ({type(gamma).__name__})"
         )
-    return float(gamma)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -154,7 +160,8 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    gamma = _check(gamma, reduction)
+    _check(gamma, reduction)
+    gamma = float(gamma)
     _check_inputs(input, target, alpha)
     if isinstance(alpha, (int, float)) and not isinstance(alpha, bool):
         alpha = jnp.full((input.shape[1],), float(alpha), dtype=jnp.result_type(input))

@@ -50,7 +50,6 @@ def _check(average, reduction):
             "total_variation: average must be a bool; received: "
             + f"average={average!r} ({type(average).__name__})"
         )
-    return bool(average)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -92,7 +91,8 @@ def total_variation(img, *, average=False, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    average = _check(average, reduction)
+    _check(average, reduction)
+    average = bool(average)
     _check_inputs(img)
     in_dtype = jnp.result_type(img)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

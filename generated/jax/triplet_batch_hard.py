@@ -57,7 +57,14 @@ def _check(margin, reduction):
             "triplet_batch_hard: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
+    if (
+        isinstance(margin, bool)
+        or not isinstance(margin, numbers.Real)
+        or (
+            isinstance(margin, numbers.Rational)
+            and not abs(margin) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "triplet_batch_hard: margin must be a float >= 0; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
@@ -67,7 +74,6 @@ def _check(margin, reduction):
             "triplet_batch_hard: margin must be a float >= 0; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
-    return float(margin)
 
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
@@ -135,7 +141,8 @@ def triplet_batch_hard(embeddings, labels, *, margin=0.3, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    margin = _check(margin, reduction)
+    _check(margin, reduction)
+    margin = float(margin)
     _check_inputs(embeddings, labels)
     in_dtype = jnp.result_type(embeddings)
     half = in_dtype in (jnp.float16, jnp.bfloat16)

@@ -57,7 +57,14 @@ def _check(gamma_neg, gamma_pos, margin, reduction):
             "asymmetric_loss: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(gamma_neg, bool) or not isinstance(gamma_neg, numbers.Real):
+    if (
+        isinstance(gamma_neg, bool)
+        or not isinstance(gamma_neg, numbers.Real)
+        or (
+            isinstance(gamma_neg, numbers.Rational)
+            and not abs(gamma_neg) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "asymmetric_loss: gamma_neg must be a float >= 0; received: "
             + f"gamma_neg={gamma_neg!r} ({type(gamma_neg).__name__})"
@@ -67,7 +74,14 @@ def _check(gamma_neg, gamma_pos, margin, reduction):
             "asymmetric_loss: gamma_neg must be a float >= 0; received: "
             + f"gamma_neg={gamma_neg!r} ({type(gamma_neg).__name__})"
         )
-    if isinstance(gamma_pos, bool) or not isinstance(gamma_pos, numbers.Real):
+    if (
+        isinstance(gamma_pos, bool)
+        or not isinstance(gamma_pos, numbers.Real)
+        or (
+            isinstance(gamma_pos, numbers.Rational)
+            and not abs(gamma_pos) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "asymmetric_loss: gamma_pos must be a float >= 0; received: "
             + f"gamma_pos={gamma_pos!r} ({type(gamma_pos).__name__})"
@@ -77,7 +91,14 @@ def _check(gamma_neg, gamma_pos, margin, reduction):
             "asymmetric_loss: gamma_pos must be a float >= 0; received: "
             + f"gamma_pos={gamma_pos!r} ({type(gamma_pos).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
+    if (
+        isinstance(margin, bool)
+        or not isinstance(margin, numbers.Real)
+        or (
+            isinstance(margin, numbers.Rational)
+            and not abs(margin) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "asymmetric_loss: margin must be a float >= 0 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
@@ -87,7 +108,6 @@ def _check(gamma_neg, gamma_pos, margin, reduction):
             "asymmetric_loss: margin must be a float >= 0 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
-    return float(gamma_neg), float(gamma_pos), float(margin)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -145,6 +165,10 @@ def _log1p(x):
     1 + x rounds to 1 (the CPU kernel computes log(1 + x)); in float64, since the float32
     log is not accurate enough near 1 for the quotient."""
     y = ops.cast(x, ms.float64)
+    if x.dtype != ms.float64:
+        # a float32 x: 1 + x is exact in float64 from |x| = 2**-29 on, below that
+        # log1p(x) rounds to x (relative error |x| / 2 < 2**-30)
+        return ops.where(ops.abs(x) < 2.0**-29, x, ops.cast(ops.log(1 + y), x.dtype))
     u = 1 + y
     z = u - 1
     keep = ops.logical_or(z == 0, ops.isinf(y))
@@ -159,6 +183,12 @@ def _softplus(x):
     also at x = 0."""
     y = ops.cast(x, ms.float64)
     positive = y > 0
+    if x.dtype != ms.float64:
+        # a float32 x: e = exp(-|x|) in float64; log(1 + e) is off by 2**-53 absolute,
+        # under 2**-33 relative from e = 2**-20 on; below, e - e**2 / 2 (error e**3 / 3)
+        e = ops.exp(ops.where(positive, -y, y))
+        tail = ops.where(e < 2.0**-20, e - 0.5 * e * e, ops.log(1 + e))
+        return ops.cast(ops.where(positive, y, ops.zeros_like(y)) + tail, x.dtype)
     tail = _log1p(ops.exp(ops.where(positive, -y, y)))
     out = ops.where(positive, y, ops.zeros_like(y)) + tail
     return ops.cast(out, x.dtype)
@@ -168,6 +198,15 @@ def _log(x):
     """The natural logarithm in float64: the float32 kernel is off by up to 1.4e-6 absolute
     (3e-5 relative near 1), the float64 one to an ulp."""
     return ops.cast(ops.log(ops.cast(x, ms.float64)), x.dtype)
+
+
+def _sum_all(x):
+    """The sum of all entries: row sums first, since the CPU kernel's full reduction (and
+    its backward, a broadcast from a scalar) is 10x slower than a reduction over the last
+    axis (and a sum of sums is no less accurate)."""
+    if len(x.shape) > 1:
+        return x.sum(-1).sum()
+    return x.sum()
 
 
 def asymmetric_loss(
@@ -187,7 +226,10 @@ def asymmetric_loss(
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    gamma_neg, gamma_pos, margin = _check(gamma_neg, gamma_pos, margin, reduction)
+    _check(gamma_neg, gamma_pos, margin, reduction)
+    gamma_neg = float(gamma_neg)
+    gamma_pos = float(gamma_pos)
+    margin = float(margin)
     _check_inputs(logits, target)
     if target.dtype in _INTS:
         target = ops.cast(target, logits.dtype)
@@ -222,9 +264,9 @@ def asymmetric_loss(
     if reduction == "none":
         result = loss
     elif reduction == "sum":
-        result = loss.sum()
+        result = _sum_all(loss)
     else:
-        result = loss.sum() / loss.size
+        result = _sum_all(loss) / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 
@@ -236,7 +278,10 @@ class AsymmetricLoss(nn.LossBase):
     """
 
     def __init__(self, gamma_neg=4.0, gamma_pos=1.0, margin=0.05, reduction="sum"):
-        gamma_neg, gamma_pos, margin = _check(gamma_neg, gamma_pos, margin, reduction)
+        _check(gamma_neg, gamma_pos, margin, reduction)
+        gamma_neg = float(gamma_neg)
+        gamma_pos = float(gamma_pos)
+        margin = float(margin)
         super().__init__(reduction)
         self.gamma_neg = gamma_neg
         self.gamma_pos = gamma_pos

@@ -64,6 +64,15 @@ def _check_inputs(input, target):
         )
 
 
+def _sum_all(x):
+    """The sum of all entries: row sums first, since the CPU kernel's full reduction (and
+    its backward, a broadcast from a scalar) is 10x slower than a reduction over the last
+    axis (and a sum of sums is no less accurate)."""
+    if len(x.shape) > 1:
+        return x.sum(-1).sum()
+    return x.sum()
+
+
 def binary_hinge(input, target, *, reduction="mean"):
     """Binary hinge loss per element for targets -1 or 1, as optax.losses.hinge_loss.
 
@@ -88,9 +97,9 @@ def binary_hinge(input, target, *, reduction="mean"):
     if reduction == "none":
         result = loss
     elif reduction == "sum":
-        result = loss.sum()
+        result = _sum_all(loss)
     else:
-        result = loss.sum() / loss.size
+        result = _sum_all(loss) / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 

@@ -42,7 +42,11 @@ def _check(c, reduction):
             "cauchy: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(c, bool) or not isinstance(c, numbers.Real):
+    if (
+        isinstance(c, bool)
+        or not isinstance(c, numbers.Real)
+        or (isinstance(c, numbers.Rational) and not abs(c) <= 1.7976931348623157e308)
+    ):
         raise TypeError(
             "cauchy: c must be a float >= 1e-06; received: "
             + f"c={c!r} ({type(c).__name__})"
@@ -52,7 +56,6 @@ def _check(c, reduction):
             "cauchy: c must be a float >= 1e-06; received: "
             + f"c={c!r} ({type(c).__name__})"
         )
-    return float(c)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -100,11 +103,24 @@ def _log1p(x):
     1 + x rounds to 1 (the CPU kernel computes log(1 + x)); in float64, since the float32
     log is not accurate enough near 1 for the quotient."""
     y = ops.cast(x, ms.float64)
+    if x.dtype != ms.float64:
+        # a float32 x: 1 + x is exact in float64 from |x| = 2**-29 on, below that
+        # log1p(x) rounds to x (relative error |x| / 2 < 2**-30)
+        return ops.where(ops.abs(x) < 2.0**-29, x, ops.cast(ops.log(1 + y), x.dtype))
     u = 1 + y
     z = u - 1
     keep = ops.logical_or(z == 0, ops.isinf(y))
     out = ops.where(keep, y, ops.log(u) * (y / ops.where(keep, ops.ones_like(z), z)))
     return ops.cast(out, x.dtype)
+
+
+def _sum_all(x):
+    """The sum of all entries: row sums first, since the CPU kernel's full reduction (and
+    its backward, a broadcast from a scalar) is 10x slower than a reduction over the last
+    axis (and a sum of sums is no less accurate)."""
+    if len(x.shape) > 1:
+        return x.sum(-1).sum()
+    return x.sum()
 
 
 def cauchy(input, target, weight=None, *, c=1.0, reduction="mean"):
@@ -123,7 +139,8 @@ def cauchy(input, target, weight=None, *, c=1.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    c = _check(c, reduction)
+    _check(c, reduction)
+    c = float(c)
     _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -140,17 +157,17 @@ def cauchy(input, target, weight=None, *, c=1.0, reduction="mean"):
         if reduction == "none":
             result = loss
         elif reduction == "sum":
-            result = loss.sum()
+            result = _sum_all(loss)
         else:
-            result = loss.sum() / loss.size
+            result = _sum_all(loss) / loss.size
     else:
         loss = weight * c**2 * _log1p((input - target) ** 2 / c**2) / 2
         if reduction == "none":
             result = loss
         elif reduction == "sum":
-            result = loss.sum()
+            result = _sum_all(loss)
         else:
-            result = loss.sum() / loss.size
+            result = _sum_all(loss) / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 
@@ -163,7 +180,8 @@ class Cauchy(nn.LossBase):
     """
 
     def __init__(self, c=1.0, reduction="mean"):
-        c = _check(c, reduction)
+        _check(c, reduction)
+        c = float(c)
         super().__init__(reduction)
         self.c = c
         self.reduction = reduction

@@ -94,6 +94,15 @@ def _check_inputs(features, label, centers):
         )
 
 
+def _sum_all(x):
+    """The sum of all entries: row sums first, since the CPU kernel's full reduction (and
+    its backward, a broadcast from a scalar) is 10x slower than a reduction over the last
+    axis (and a sum of sums is no less accurate)."""
+    if len(x.shape) > 1:
+        return x.sum(-1).sum()
+    return x.sum()
+
+
 def center_loss(features, label, centers, *, reduction="mean"):
     """Center loss (Wen et al., 2016), half the squared distance of each feature to its
     class centre.
@@ -127,9 +136,9 @@ def center_loss(features, label, centers, *, reduction="mean"):
     if reduction == "none":
         result = ops.reshape(loss, (N,))
     elif reduction == "sum":
-        result = loss.sum()
+        result = _sum_all(loss)
     else:
-        result = loss.sum() / loss.size
+        result = _sum_all(loss) / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 

@@ -46,7 +46,14 @@ def _check(epsilon, reduction):
             "cosine_distance: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
+    if (
+        isinstance(epsilon, bool)
+        or not isinstance(epsilon, numbers.Real)
+        or (
+            isinstance(epsilon, numbers.Rational)
+            and not abs(epsilon) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "cosine_distance: epsilon must be a float >= 0; received: "
             + f"epsilon={epsilon!r} ({type(epsilon).__name__})"
@@ -56,7 +63,6 @@ def _check(epsilon, reduction):
             "cosine_distance: epsilon must be a float >= 0; received: "
             + f"epsilon={epsilon!r} ({type(epsilon).__name__})"
         )
-    return float(epsilon)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -102,6 +108,15 @@ def _check_inputs(predictions, targets):
         )
 
 
+def _sum_all(x):
+    """The sum of all entries: row sums first, since the CPU kernel's full reduction (and
+    its backward, a broadcast from a scalar) is 10x slower than a reduction over the last
+    axis (and a sum of sums is no less accurate)."""
+    if len(x.shape) > 1:
+        return x.sum(-1).sum()
+    return x.sum()
+
+
 def cosine_distance(predictions, targets, *, epsilon=0.0, reduction="mean"):
     """Cosine distance 1 - cos over the last axis, as optax.losses.cosine_distance.
 
@@ -114,7 +129,8 @@ def cosine_distance(predictions, targets, *, epsilon=0.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    epsilon = _check(epsilon, reduction)
+    _check(epsilon, reduction)
+    epsilon = float(epsilon)
     _check_inputs(predictions, targets)
     in_dtype = predictions.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -141,9 +157,9 @@ def cosine_distance(predictions, targets, *, epsilon=0.0, reduction="mean"):
     if reduction == "none":
         result = ops.reshape(loss, B)
     elif reduction == "sum":
-        result = loss.sum()
+        result = _sum_all(loss)
     else:
-        result = loss.sum() / loss.size
+        result = _sum_all(loss) / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 
@@ -155,7 +171,8 @@ class CosineDistance(nn.LossBase):
     """
 
     def __init__(self, epsilon=0.0, reduction="mean"):
-        epsilon = _check(epsilon, reduction)
+        _check(epsilon, reduction)
+        epsilon = float(epsilon)
         super().__init__(reduction)
         self.epsilon = epsilon
         self.reduction = reduction

@@ -52,6 +52,10 @@ def _check(ignore_index, label_smoothing, reduction):
         isinstance(ignore_index, bool)
         or not isinstance(ignore_index, numbers.Real)
         or (
+            isinstance(ignore_index, numbers.Rational)
+            and not abs(ignore_index) <= 1.7976931348623157e308
+        )
+        or (
             not isinstance(ignore_index, numbers.Integral)
             and not float(ignore_index).is_integer()
         )
@@ -60,8 +64,13 @@ def _check(ignore_index, label_smoothing, reduction):
             "cross_entropy: ignore_index must be an int; received: "
             + f"ignore_index={ignore_index!r} ({type(ignore_index).__name__})"
         )
-    if isinstance(label_smoothing, bool) or not isinstance(
-        label_smoothing, numbers.Real
+    if (
+        isinstance(label_smoothing, bool)
+        or not isinstance(label_smoothing, numbers.Real)
+        or (
+            isinstance(label_smoothing, numbers.Rational)
+            and not abs(label_smoothing) <= 1.7976931348623157e308
+        )
     ):
         raise TypeError(
             "cross_entropy: label_smoothing must be a float >= 0 and <= 1; received: "
@@ -72,7 +81,6 @@ def _check(ignore_index, label_smoothing, reduction):
             "cross_entropy: label_smoothing must be a float >= 0 and <= 1; received: "
             + f"label_smoothing={label_smoothing!r} ({type(label_smoothing).__name__})"
         )
-    return int(ignore_index), float(label_smoothing)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -132,6 +140,10 @@ def _log1p(x):
     1 + x rounds to 1 (the CPU kernel computes log(1 + x)); in float64, since the float32
     log is not accurate enough near 1 for the quotient."""
     y = ops.cast(x, ms.float64)
+    if x.dtype != ms.float64:
+        # a float32 x: 1 + x is exact in float64 from |x| = 2**-29 on, below that
+        # log1p(x) rounds to x (relative error |x| / 2 < 2**-30)
+        return ops.where(ops.abs(x) < 2.0**-29, x, ops.cast(ops.log(1 + y), x.dtype))
     u = 1 + y
     z = u - 1
     keep = ops.logical_or(z == 0, ops.isinf(y))
@@ -147,13 +159,15 @@ def _gather_log_softmax(x, axis, index):
     confident prediction (logits [46, 0, -80], label 0: -1.05e-20).
     """
     y = ops.cast(x, ms.float64)
-    peak = ops.amax(y, axis, keepdims=True)
+    peak = ops.cast(ops.stop_gradient(ops.amax(x, axis, keepdims=True)), ms.float64)
     top = y == peak
-    ties = ops.sum(ops.cast(top, y.dtype), axis, keepdim=True)
+    ties = ops.cast(ops.sum(ops.cast(top, ms.float32), axis, keepdim=True), ms.float64)
     picked = ops.gather_elements(y, axis, index)
     own = ops.logical_and(picked >= peak, ties == 1)
     shifted = y - ops.where(own, picked, peak)
-    below = ops.where(top, ops.zeros_like(y), ops.exp(shifted))
+    # a tied maximum enters rest as shifted (0, exp's gradient there; the peak has none);
+    # the picked one when it is the only maximum as a constant 0: its gradient is `picked`'s
+    below = ops.where(top, ops.where(own, ops.zeros_like(y), shifted), ops.exp(shifted))
     rest = ops.sum(below, axis, keepdim=True) + (ties - 1)
     shifted = ops.gather_elements(shifted, axis, index)
     # 0 where own (y - y), as a constant: its gradient 1 - 1 would meet -rest in `picked`
@@ -166,19 +180,29 @@ def _log_softmax(x, axis):
 
     The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
     peak plus one per further tied maximum; its log is log1p(rest), where a sum including
-    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
-    among tied maxima, cancels, so each entry gets its softmax gradient.
-    In float64 also for float32 input: the float32 exp kernel is off by about eps * |x|
-    (2e-5 at |x| = 80) and log by 1.6e-6 absolute.
+    exp(0) = 1 would round a rest below the epsilon away. The peak is taken without
+    gradient (ops.amax's backward costs 6x ops.max on CPU); a tied maximum enters rest as
+    x - peak, 0 with the gradient of exp(x - peak) there, so every entry gets its softmax
+    gradient. In float64 also for float32 input: the float32 exp kernel is off by about
+    eps * |x| (2e-5 at |x| = 80) and log by 1.6e-6 absolute.
     """
     y = ops.cast(x, ms.float64)
-    peak = ops.amax(y, axis, keepdims=True)
+    peak = ops.cast(ops.stop_gradient(ops.amax(x, axis, keepdims=True)), ms.float64)
     top = y == peak
     shifted = y - peak
-    below = ops.where(top, ops.zeros_like(y), ops.exp(shifted))
-    ties = ops.sum(ops.cast(top, y.dtype), axis, keepdim=True)
+    below = ops.where(top, shifted, ops.exp(shifted))
+    ties = ops.cast(ops.sum(ops.cast(top, ms.float32), axis, keepdim=True), ms.float64)
     rest = ops.sum(below, axis, keepdim=True) + (ties - 1)
     return ops.cast(shifted - _log1p(rest), x.dtype)
+
+
+def _sum_all(x):
+    """The sum of all entries: row sums first, since the CPU kernel's full reduction (and
+    its backward, a broadcast from a scalar) is 10x slower than a reduction over the last
+    axis (and a sum of sums is no less accurate)."""
+    if len(x.shape) > 1:
+        return x.sum(-1).sum()
+    return x.sum()
 
 
 def cross_entropy(
@@ -202,7 +226,9 @@ def cross_entropy(
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    ignore_index, label_smoothing = _check(ignore_index, label_smoothing, reduction)
+    _check(ignore_index, label_smoothing, reduction)
+    ignore_index = int(ignore_index)
+    label_smoothing = float(label_smoothing)
     _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -234,9 +260,9 @@ def cross_entropy(
         if reduction == "none":
             result = ops.reshape(loss, (N,) + D)
         elif reduction == "sum":
-            result = loss.sum()
+            result = _sum_all(loss)
         else:
-            result = loss.sum() / ops.cast(valid, dtype).sum()
+            result = _sum_all(loss) / _sum_all(ops.cast(valid, dtype))
     else:
         weight = ops.reshape(weight, (C,) + (1,) * len(D))
         if label_smoothing_zero:
@@ -257,10 +283,10 @@ def cross_entropy(
         if reduction == "none":
             result = ops.reshape(loss, (N,) + D)
         elif reduction == "sum":
-            result = loss.sum()
+            result = _sum_all(loss)
         else:
             picked_2 = ops.gather(ops.reshape(weight, (-1,)), target, 0)
-            result = loss.sum() / ops.where(valid, picked_2, 0).sum()
+            result = _sum_all(loss) / _sum_all(ops.where(valid, picked_2, 0))
     return ops.cast(result, in_dtype) if half else result
 
 
@@ -274,7 +300,9 @@ class CrossEntropy(nn.LossBase):
     def __init__(
         self, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0
     ):
-        ignore_index, label_smoothing = _check(ignore_index, label_smoothing, reduction)
+        _check(ignore_index, label_smoothing, reduction)
+        ignore_index = int(ignore_index)
+        label_smoothing = float(label_smoothing)
         super().__init__(reduction)
         self.ignore_index = ignore_index
         self.label_smoothing = label_smoothing

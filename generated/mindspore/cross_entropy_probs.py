@@ -43,8 +43,13 @@ def _check(label_smoothing, reduction):
             "cross_entropy_probs: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(label_smoothing, bool) or not isinstance(
-        label_smoothing, numbers.Real
+    if (
+        isinstance(label_smoothing, bool)
+        or not isinstance(label_smoothing, numbers.Real)
+        or (
+            isinstance(label_smoothing, numbers.Rational)
+            and not abs(label_smoothing) <= 1.7976931348623157e308
+        )
     ):
         raise TypeError(
             "cross_entropy_probs: label_smoothing must be a float >= 0 and <= 1; received: "
@@ -55,7 +60,6 @@ def _check(label_smoothing, reduction):
             "cross_entropy_probs: label_smoothing must be a float >= 0 and <= 1; received: "
             + f"label_smoothing={label_smoothing!r} ({type(label_smoothing).__name__})"
         )
-    return float(label_smoothing)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -121,6 +125,10 @@ def _log1p(x):
     1 + x rounds to 1 (the CPU kernel computes log(1 + x)); in float64, since the float32
     log is not accurate enough near 1 for the quotient."""
     y = ops.cast(x, ms.float64)
+    if x.dtype != ms.float64:
+        # a float32 x: 1 + x is exact in float64 from |x| = 2**-29 on, below that
+        # log1p(x) rounds to x (relative error |x| / 2 < 2**-30)
+        return ops.where(ops.abs(x) < 2.0**-29, x, ops.cast(ops.log(1 + y), x.dtype))
     u = 1 + y
     z = u - 1
     keep = ops.logical_or(z == 0, ops.isinf(y))
@@ -133,19 +141,29 @@ def _log_softmax(x, axis):
 
     The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
     peak plus one per further tied maximum; its log is log1p(rest), where a sum including
-    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
-    among tied maxima, cancels, so each entry gets its softmax gradient.
-    In float64 also for float32 input: the float32 exp kernel is off by about eps * |x|
-    (2e-5 at |x| = 80) and log by 1.6e-6 absolute.
+    exp(0) = 1 would round a rest below the epsilon away. The peak is taken without
+    gradient (ops.amax's backward costs 6x ops.max on CPU); a tied maximum enters rest as
+    x - peak, 0 with the gradient of exp(x - peak) there, so every entry gets its softmax
+    gradient. In float64 also for float32 input: the float32 exp kernel is off by about
+    eps * |x| (2e-5 at |x| = 80) and log by 1.6e-6 absolute.
     """
     y = ops.cast(x, ms.float64)
-    peak = ops.amax(y, axis, keepdims=True)
+    peak = ops.cast(ops.stop_gradient(ops.amax(x, axis, keepdims=True)), ms.float64)
     top = y == peak
     shifted = y - peak
-    below = ops.where(top, ops.zeros_like(y), ops.exp(shifted))
-    ties = ops.sum(ops.cast(top, y.dtype), axis, keepdim=True)
+    below = ops.where(top, shifted, ops.exp(shifted))
+    ties = ops.cast(ops.sum(ops.cast(top, ms.float32), axis, keepdim=True), ms.float64)
     rest = ops.sum(below, axis, keepdim=True) + (ties - 1)
     return ops.cast(shifted - _log1p(rest), x.dtype)
+
+
+def _sum_all(x):
+    """The sum of all entries: row sums first, since the CPU kernel's full reduction (and
+    its backward, a broadcast from a scalar) is 10x slower than a reduction over the last
+    axis (and a sum of sums is no less accurate)."""
+    if len(x.shape) > 1:
+        return x.sum(-1).sum()
+    return x.sum()
 
 
 def cross_entropy_probs(
@@ -166,7 +184,8 @@ def cross_entropy_probs(
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    label_smoothing = _check(label_smoothing, reduction)
+    _check(label_smoothing, reduction)
+    label_smoothing = float(label_smoothing)
     _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -195,9 +214,9 @@ def cross_entropy_probs(
         if reduction == "none":
             result = ops.reshape(loss, (N,) + D)
         elif reduction == "sum":
-            result = loss.sum()
+            result = _sum_all(loss)
         else:
-            result = loss.sum() / loss.size
+            result = _sum_all(loss) / loss.size
     else:
         weight = ops.reshape(weight, (C,) + (1,) * len(D))
         if label_smoothing_zero:
@@ -212,9 +231,9 @@ def cross_entropy_probs(
         if reduction == "none":
             result = ops.reshape(loss, (N,) + D)
         elif reduction == "sum":
-            result = loss.sum()
+            result = _sum_all(loss)
         else:
-            result = loss.sum() / loss.size
+            result = _sum_all(loss) / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 
@@ -227,7 +246,8 @@ class CrossEntropyProbs(nn.LossBase):
     """
 
     def __init__(self, label_smoothing=0.0, reduction="mean"):
-        label_smoothing = _check(label_smoothing, reduction)
+        _check(label_smoothing, reduction)
+        label_smoothing = float(label_smoothing)
         super().__init__(reduction)
         self.label_smoothing = label_smoothing
         self.reduction = reduction

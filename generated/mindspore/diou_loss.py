@@ -72,7 +72,13 @@ def _check(eps, reduction):
             "diou_loss: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
+    if (
+        isinstance(eps, bool)
+        or not isinstance(eps, numbers.Real)
+        or (
+            isinstance(eps, numbers.Rational) and not abs(eps) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "diou_loss: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
@@ -82,7 +88,6 @@ def _check(eps, reduction):
             "diou_loss: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
         )
-    return float(eps)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -136,6 +141,15 @@ def _check_inputs(boxes1, boxes2):
         )
 
 
+def _sum_all(x):
+    """The sum of all entries: row sums first, since the CPU kernel's full reduction (and
+    its backward, a broadcast from a scalar) is 10x slower than a reduction over the last
+    axis (and a sum of sums is no less accurate)."""
+    if len(x.shape) > 1:
+        return x.sum(-1).sum()
+    return x.sum()
+
+
 def diou_loss(boxes1, boxes2, *, eps=1e-07, reduction="mean"):
     """Distance IoU loss of box pairs (x1, y1, x2, y2), as
     torchvision.ops.distance_box_iou_loss.
@@ -151,7 +165,8 @@ def diou_loss(boxes1, boxes2, *, eps=1e-07, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    eps = _check(eps, reduction)
+    _check(eps, reduction)
+    eps = float(eps)
     _check_inputs(boxes1, boxes2)
     in_dtype = boxes1.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -193,9 +208,9 @@ def diou_loss(boxes1, boxes2, *, eps=1e-07, reduction="mean"):
     if reduction == "none":
         result = ops.reshape(loss, B)
     elif reduction == "sum":
-        result = loss.sum()
+        result = _sum_all(loss)
     else:
-        result = loss.sum() / loss.size
+        result = _sum_all(loss) / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 
@@ -208,7 +223,8 @@ class DiouLoss(nn.LossBase):
     """
 
     def __init__(self, eps=1e-07, reduction="mean"):
-        eps = _check(eps, reduction)
+        _check(eps, reduction)
+        eps = float(eps)
         super().__init__(reduction)
         self.eps = eps
         self.reduction = reduction

@@ -82,6 +82,10 @@ def _log1p(x):
     1 + x rounds to 1 (the CPU kernel computes log(1 + x)); in float64, since the float32
     log is not accurate enough near 1 for the quotient."""
     y = ops.cast(x, ms.float64)
+    if x.dtype != ms.float64:
+        # a float32 x: 1 + x is exact in float64 from |x| = 2**-29 on, below that
+        # log1p(x) rounds to x (relative error |x| / 2 < 2**-30)
+        return ops.where(ops.abs(x) < 2.0**-29, x, ops.cast(ops.log(1 + y), x.dtype))
     u = 1 + y
     z = u - 1
     keep = ops.logical_or(z == 0, ops.isinf(y))
@@ -97,18 +101,29 @@ def _gather_log_softmax(x, axis, index):
     confident prediction (logits [46, 0, -80], label 0: -1.05e-20).
     """
     y = ops.cast(x, ms.float64)
-    peak = ops.amax(y, axis, keepdims=True)
+    peak = ops.cast(ops.stop_gradient(ops.amax(x, axis, keepdims=True)), ms.float64)
     top = y == peak
-    ties = ops.sum(ops.cast(top, y.dtype), axis, keepdim=True)
+    ties = ops.cast(ops.sum(ops.cast(top, ms.float32), axis, keepdim=True), ms.float64)
     picked = ops.gather_elements(y, axis, index)
     own = ops.logical_and(picked >= peak, ties == 1)
     shifted = y - ops.where(own, picked, peak)
-    below = ops.where(top, ops.zeros_like(y), ops.exp(shifted))
+    # a tied maximum enters rest as shifted (0, exp's gradient there; the peak has none);
+    # the picked one when it is the only maximum as a constant 0: its gradient is `picked`'s
+    below = ops.where(top, ops.where(own, ops.zeros_like(y), shifted), ops.exp(shifted))
     rest = ops.sum(below, axis, keepdim=True) + (ties - 1)
     shifted = ops.gather_elements(shifted, axis, index)
     # 0 where own (y - y), as a constant: its gradient 1 - 1 would meet -rest in `picked`
     shifted = ops.where(own, ops.zeros_like(shifted), shifted)
     return ops.cast(shifted - _log1p(rest), x.dtype)
+
+
+def _sum_all(x):
+    """The sum of all entries: row sums first, since the CPU kernel's full reduction (and
+    its backward, a broadcast from a scalar) is 10x slower than a reduction over the last
+    axis (and a sum of sums is no less accurate)."""
+    if len(x.shape) > 1:
+        return x.sum(-1).sum()
+    return x.sum()
 
 
 def distill_hard(student, teacher, *, reduction="mean"):
@@ -137,9 +152,9 @@ def distill_hard(student, teacher, *, reduction="mean"):
     if reduction == "none":
         result = ops.reshape(loss, (N,))
     elif reduction == "sum":
-        result = loss.sum()
+        result = _sum_all(loss)
     else:
-        result = loss.sum() / loss.size
+        result = _sum_all(loss) / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 

@@ -55,7 +55,14 @@ def _check(temperature, reduction):
             "info_nce: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, numbers.Real)
+        or (
+            isinstance(temperature, numbers.Rational)
+            and not abs(temperature) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "info_nce: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
@@ -65,7 +72,6 @@ def _check(temperature, reduction):
             "info_nce: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
         )
-    return float(temperature)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -110,6 +116,10 @@ def _log1p(x):
     1 + x rounds to 1 (the CPU kernel computes log(1 + x)); in float64, since the float32
     log is not accurate enough near 1 for the quotient."""
     y = ops.cast(x, ms.float64)
+    if x.dtype != ms.float64:
+        # a float32 x: 1 + x is exact in float64 from |x| = 2**-29 on, below that
+        # log1p(x) rounds to x (relative error |x| / 2 < 2**-30)
+        return ops.where(ops.abs(x) < 2.0**-29, x, ops.cast(ops.log(1 + y), x.dtype))
     u = 1 + y
     z = u - 1
     keep = ops.logical_or(z == 0, ops.isinf(y))
@@ -122,19 +132,29 @@ def _log_softmax(x, axis):
 
     The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
     peak plus one per further tied maximum; its log is log1p(rest), where a sum including
-    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
-    among tied maxima, cancels, so each entry gets its softmax gradient.
-    In float64 also for float32 input: the float32 exp kernel is off by about eps * |x|
-    (2e-5 at |x| = 80) and log by 1.6e-6 absolute.
+    exp(0) = 1 would round a rest below the epsilon away. The peak is taken without
+    gradient (ops.amax's backward costs 6x ops.max on CPU); a tied maximum enters rest as
+    x - peak, 0 with the gradient of exp(x - peak) there, so every entry gets its softmax
+    gradient. In float64 also for float32 input: the float32 exp kernel is off by about
+    eps * |x| (2e-5 at |x| = 80) and log by 1.6e-6 absolute.
     """
     y = ops.cast(x, ms.float64)
-    peak = ops.amax(y, axis, keepdims=True)
+    peak = ops.cast(ops.stop_gradient(ops.amax(x, axis, keepdims=True)), ms.float64)
     top = y == peak
     shifted = y - peak
-    below = ops.where(top, ops.zeros_like(y), ops.exp(shifted))
-    ties = ops.sum(ops.cast(top, y.dtype), axis, keepdim=True)
+    below = ops.where(top, shifted, ops.exp(shifted))
+    ties = ops.cast(ops.sum(ops.cast(top, ms.float32), axis, keepdim=True), ms.float64)
     rest = ops.sum(below, axis, keepdim=True) + (ties - 1)
     return ops.cast(shifted - _log1p(rest), x.dtype)
+
+
+def _sum_all(x):
+    """The sum of all entries: row sums first, since the CPU kernel's full reduction (and
+    its backward, a broadcast from a scalar) is 10x slower than a reduction over the last
+    axis (and a sum of sums is no less accurate)."""
+    if len(x.shape) > 1:
+        return x.sum(-1).sum()
+    return x.sum()
 
 
 def info_nce(query, positive_key, *, temperature=0.1, reduction="mean"):
@@ -151,7 +171,8 @@ def info_nce(query, positive_key, *, temperature=0.1, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    temperature = _check(temperature, reduction)
+    _check(temperature, reduction)
+    temperature = float(temperature)
     _check_inputs(query, positive_key)
     in_dtype = query.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -183,9 +204,9 @@ def info_nce(query, positive_key, *, temperature=0.1, reduction="mean"):
     if reduction == "none":
         result = ops.reshape(loss, (N,))
     elif reduction == "sum":
-        result = loss.sum()
+        result = _sum_all(loss)
     else:
-        result = loss.sum() / loss.size
+        result = _sum_all(loss) / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 
@@ -198,7 +219,8 @@ class InfoNce(nn.LossBase):
     """
 
     def __init__(self, temperature=0.1, reduction="mean"):
-        temperature = _check(temperature, reduction)
+        _check(temperature, reduction)
+        temperature = float(temperature)
         super().__init__(reduction)
         self.temperature = temperature
         self.reduction = reduction

@@ -43,7 +43,14 @@ def _check(epsilon, reduction):
             "log_loss: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
+    if (
+        isinstance(epsilon, bool)
+        or not isinstance(epsilon, numbers.Real)
+        or (
+            isinstance(epsilon, numbers.Rational)
+            and not abs(epsilon) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "log_loss: epsilon must be a float >= 1e-12; received: "
             + f"epsilon={epsilon!r} ({type(epsilon).__name__})"
@@ -53,7 +60,6 @@ def _check(epsilon, reduction):
             "log_loss: epsilon must be a float >= 1e-12; received: "
             + f"epsilon={epsilon!r} ({type(epsilon).__name__})"
         )
-    return float(epsilon)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -93,6 +99,15 @@ def _log(x):
     return ops.cast(ops.log(ops.cast(x, ms.float64)), x.dtype)
 
 
+def _sum_all(x):
+    """The sum of all entries: row sums first, since the CPU kernel's full reduction (and
+    its backward, a broadcast from a scalar) is 10x slower than a reduction over the last
+    axis (and a sum of sums is no less accurate)."""
+    if len(x.shape) > 1:
+        return x.sum(-1).sum()
+    return x.sum()
+
+
 def log_loss(input, label, *, epsilon=0.0001, reduction="none"):
     """Log loss of probabilities with epsilon inside the logarithms, as
     paddle.nn.functional.log_loss.
@@ -107,7 +122,8 @@ def log_loss(input, label, *, epsilon=0.0001, reduction="none"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    epsilon = _check(epsilon, reduction)
+    _check(epsilon, reduction)
+    epsilon = float(epsilon)
     _check_inputs(input, label)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -122,9 +138,9 @@ def log_loss(input, label, *, epsilon=0.0001, reduction="none"):
     if reduction == "none":
         result = loss
     elif reduction == "sum":
-        result = loss.sum()
+        result = _sum_all(loss)
     else:
-        result = loss.sum() / loss.size
+        result = _sum_all(loss) / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 
@@ -137,7 +153,8 @@ class LogLoss(nn.LossBase):
     """
 
     def __init__(self, epsilon=0.0001, reduction="none"):
-        epsilon = _check(epsilon, reduction)
+        _check(epsilon, reduction)
+        epsilon = float(epsilon)
         super().__init__(reduction)
         self.epsilon = epsilon
         self.reduction = reduction

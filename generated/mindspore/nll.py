@@ -41,6 +41,10 @@ def _check(ignore_index, reduction):
         isinstance(ignore_index, bool)
         or not isinstance(ignore_index, numbers.Real)
         or (
+            isinstance(ignore_index, numbers.Rational)
+            and not abs(ignore_index) <= 1.7976931348623157e308
+        )
+        or (
             not isinstance(ignore_index, numbers.Integral)
             and not float(ignore_index).is_integer()
         )
@@ -49,7 +53,6 @@ def _check(ignore_index, reduction):
             "nll: ignore_index must be an int; received: "
             + f"ignore_index={ignore_index!r} ({type(ignore_index).__name__})"
         )
-    return int(ignore_index)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -100,6 +103,15 @@ def _check_inputs(input, target, weight):
         )
 
 
+def _sum_all(x):
+    """The sum of all entries: row sums first, since the CPU kernel's full reduction (and
+    its backward, a broadcast from a scalar) is 10x slower than a reduction over the last
+    axis (and a sum of sums is no less accurate)."""
+    if len(x.shape) > 1:
+        return x.sum(-1).sum()
+    return x.sum()
+
+
 def nll(input, target, weight=None, ignore_index=-100, reduction="mean"):
     """Negative log-likelihood of log-probabilities, as torch.nn.functional.nll_loss.
 
@@ -117,7 +129,8 @@ def nll(input, target, weight=None, ignore_index=-100, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    ignore_index = _check(ignore_index, reduction)
+    _check(ignore_index, reduction)
+    ignore_index = int(ignore_index)
     _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -140,9 +153,9 @@ def nll(input, target, weight=None, ignore_index=-100, reduction="mean"):
         if reduction == "none":
             result = ops.reshape(loss, (N,) + D)
         elif reduction == "sum":
-            result = loss.sum()
+            result = _sum_all(loss)
         else:
-            result = loss.sum() / ops.cast(valid, dtype).sum()
+            result = _sum_all(loss) / _sum_all(ops.cast(valid, dtype))
     else:
         weight = ops.reshape(weight, (C,) + (1,) * len(D))
         picked = ops.gather_elements(input, -(1 + len(D)), target)
@@ -152,9 +165,9 @@ def nll(input, target, weight=None, ignore_index=-100, reduction="mean"):
         if reduction == "none":
             result = ops.reshape(loss, (N,) + D)
         elif reduction == "sum":
-            result = loss.sum()
+            result = _sum_all(loss)
         else:
-            result = loss.sum() / ops.where(valid, picked_1, 0).sum()
+            result = _sum_all(loss) / _sum_all(ops.where(valid, picked_1, 0))
     return ops.cast(result, in_dtype) if half else result
 
 
@@ -166,7 +179,8 @@ class Nll(nn.LossBase):
     """
 
     def __init__(self, weight=None, ignore_index=-100, reduction="mean"):
-        ignore_index = _check(ignore_index, reduction)
+        _check(ignore_index, reduction)
+        ignore_index = int(ignore_index)
         super().__init__(reduction)
         self.ignore_index = ignore_index
         self.reduction = reduction

@@ -64,6 +64,15 @@ def _check_inputs(input, target):
         )
 
 
+def _sum_all(x):
+    """The sum of all entries: row sums first, since the CPU kernel's full reduction (and
+    its backward, a broadcast from a scalar) is 10x slower than a reduction over the last
+    axis (and a sum of sums is no less accurate)."""
+    if len(x.shape) > 1:
+        return x.sum(-1).sum()
+    return x.sum()
+
+
 def perceptron(input, target, *, reduction="mean"):
     """Binary perceptron loss per element for targets -1 or 1, as
     optax.losses.perceptron_loss.
@@ -89,9 +98,9 @@ def perceptron(input, target, *, reduction="mean"):
     if reduction == "none":
         result = loss
     elif reduction == "sum":
-        result = loss.sum()
+        result = _sum_all(loss)
     else:
-        result = loss.sum() / loss.size
+        result = _sum_all(loss) / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 

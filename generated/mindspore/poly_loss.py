@@ -41,12 +41,18 @@ def _check(epsilon, reduction):
             "poly_loss: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
+    if (
+        isinstance(epsilon, bool)
+        or not isinstance(epsilon, numbers.Real)
+        or (
+            isinstance(epsilon, numbers.Rational)
+            and not abs(epsilon) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "poly_loss: epsilon must be a float; received: "
             + f"epsilon={epsilon!r} ({type(epsilon).__name__})"
         )
-    return float(epsilon)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -95,6 +101,10 @@ def _log1p(x):
     1 + x rounds to 1 (the CPU kernel computes log(1 + x)); in float64, since the float32
     log is not accurate enough near 1 for the quotient."""
     y = ops.cast(x, ms.float64)
+    if x.dtype != ms.float64:
+        # a float32 x: 1 + x is exact in float64 from |x| = 2**-29 on, below that
+        # log1p(x) rounds to x (relative error |x| / 2 < 2**-30)
+        return ops.where(ops.abs(x) < 2.0**-29, x, ops.cast(ops.log(1 + y), x.dtype))
     u = 1 + y
     z = u - 1
     keep = ops.logical_or(z == 0, ops.isinf(y))
@@ -107,17 +117,18 @@ def _log_softmax(x, axis):
 
     The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
     peak plus one per further tied maximum; its log is log1p(rest), where a sum including
-    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
-    among tied maxima, cancels, so each entry gets its softmax gradient.
-    In float64 also for float32 input: the float32 exp kernel is off by about eps * |x|
-    (2e-5 at |x| = 80) and log by 1.6e-6 absolute.
+    exp(0) = 1 would round a rest below the epsilon away. The peak is taken without
+    gradient (ops.amax's backward costs 6x ops.max on CPU); a tied maximum enters rest as
+    x - peak, 0 with the gradient of exp(x - peak) there, so every entry gets its softmax
+    gradient. In float64 also for float32 input: the float32 exp kernel is off by about
+    eps * |x| (2e-5 at |x| = 80) and log by 1.6e-6 absolute.
     """
     y = ops.cast(x, ms.float64)
-    peak = ops.amax(y, axis, keepdims=True)
+    peak = ops.cast(ops.stop_gradient(ops.amax(x, axis, keepdims=True)), ms.float64)
     top = y == peak
     shifted = y - peak
-    below = ops.where(top, ops.zeros_like(y), ops.exp(shifted))
-    ties = ops.sum(ops.cast(top, y.dtype), axis, keepdim=True)
+    below = ops.where(top, shifted, ops.exp(shifted))
+    ties = ops.cast(ops.sum(ops.cast(top, ms.float32), axis, keepdim=True), ms.float64)
     rest = ops.sum(below, axis, keepdim=True) + (ties - 1)
     return ops.cast(shifted - _log1p(rest), x.dtype)
 
@@ -127,6 +138,11 @@ def _expm1(x):
     exp(x) rounds to 1 (the CPU kernel loses x below about 1e-8); in float64, since the
     float32 log is not accurate enough near 1 for the quotient. Below -1, exp(x) - 1."""
     y = ops.cast(x, ms.float64)
+    if x.dtype != ms.float64:
+        # a float32 x: exp(x) - 1 in float64 is off by an ulp of 1 (2**-52 absolute),
+        # under 2**-26 relative from |x| = 2**-26 on; below, x + x**2 / 2 (error x**3 / 6)
+        out = ops.where(ops.abs(y) < 2.0**-26, y + 0.5 * y * y, ops.exp(y) - 1)
+        return ops.cast(out, x.dtype)
     u = ops.exp(y)
     um = u - 1
     keep = ops.logical_or(ops.logical_or(um == 0, um == -1), ops.isinf(u))
@@ -136,6 +152,15 @@ def _expm1(x):
     return ops.cast(
         ops.where(y < -1, ops.exp(ops.clamp(y, max=-1.0)) - 1, near), x.dtype
     )
+
+
+def _sum_all(x):
+    """The sum of all entries: row sums first, since the CPU kernel's full reduction (and
+    its backward, a broadcast from a scalar) is 10x slower than a reduction over the last
+    axis (and a sum of sums is no less accurate)."""
+    if len(x.shape) > 1:
+        return x.sum(-1).sum()
+    return x.sum()
 
 
 def poly_loss(logits, labels, *, epsilon=2.0, reduction="mean"):
@@ -153,7 +178,8 @@ def poly_loss(logits, labels, *, epsilon=2.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    epsilon = _check(epsilon, reduction)
+    _check(epsilon, reduction)
+    epsilon = float(epsilon)
     _check_inputs(logits, labels)
     in_dtype = logits.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -170,9 +196,9 @@ def poly_loss(logits, labels, *, epsilon=2.0, reduction="mean"):
     if reduction == "none":
         result = ops.reshape(loss, B)
     elif reduction == "sum":
-        result = loss.sum()
+        result = _sum_all(loss)
     else:
-        result = loss.sum() / loss.size
+        result = _sum_all(loss) / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 
@@ -185,7 +211,8 @@ class PolyLoss(nn.LossBase):
     """
 
     def __init__(self, epsilon=2.0, reduction="mean"):
-        epsilon = _check(epsilon, reduction)
+        _check(epsilon, reduction)
+        epsilon = float(epsilon)
         super().__init__(reduction)
         self.epsilon = epsilon
         self.reduction = reduction

@@ -35,7 +35,14 @@ def _check(levels, reduction):
             "quantize_ste: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(levels, bool) or not isinstance(levels, numbers.Real):
+    if (
+        isinstance(levels, bool)
+        or not isinstance(levels, numbers.Real)
+        or (
+            isinstance(levels, numbers.Rational)
+            and not abs(levels) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "quantize_ste: levels must be a float >= 1; received: "
             + f"levels={levels!r} ({type(levels).__name__})"
@@ -45,7 +52,6 @@ def _check(levels, reduction):
             "quantize_ste: levels must be a float >= 1; received: "
             + f"levels={levels!r} ({type(levels).__name__})"
         )
-    return float(levels)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -80,6 +86,15 @@ def _check_inputs(input, target):
         )
 
 
+def _sum_all(x):
+    """The sum of all entries: row sums first, since the CPU kernel's full reduction (and
+    its backward, a broadcast from a scalar) is 10x slower than a reduction over the last
+    axis (and a sum of sums is no less accurate)."""
+    if len(x.shape) > 1:
+        return x.sum(-1).sum()
+    return x.sum()
+
+
 def quantize_ste(input, target, *, levels=1.0, reduction="mean"):
     """Squared error of a rounded prediction, with a straight-through gradient.
 
@@ -93,7 +108,8 @@ def quantize_ste(input, target, *, levels=1.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    levels = _check(levels, reduction)
+    _check(levels, reduction)
+    levels = float(levels)
     _check_inputs(input, target)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -107,9 +123,9 @@ def quantize_ste(input, target, *, levels=1.0, reduction="mean"):
     if reduction == "none":
         result = loss
     elif reduction == "sum":
-        result = loss.sum()
+        result = _sum_all(loss)
     else:
-        result = loss.sum() / loss.size
+        result = _sum_all(loss) / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 
@@ -121,7 +137,8 @@ class QuantizeSte(nn.LossBase):
     """
 
     def __init__(self, levels=1.0, reduction="mean"):
-        levels = _check(levels, reduction)
+        _check(levels, reduction)
+        levels = float(levels)
         super().__init__(reduction)
         self.levels = levels
         self.reduction = reduction

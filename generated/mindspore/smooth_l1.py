@@ -34,7 +34,14 @@ def _check(beta, reduction):
             "smooth_l1: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
+    if (
+        isinstance(beta, bool)
+        or not isinstance(beta, numbers.Real)
+        or (
+            isinstance(beta, numbers.Rational)
+            and not abs(beta) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "smooth_l1: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
@@ -44,7 +51,6 @@ def _check(beta, reduction):
             "smooth_l1: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
         )
-    return float(beta)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -78,6 +84,15 @@ def _check_inputs(input, target):
         )
 
 
+def _sum_all(x):
+    """The sum of all entries: row sums first, since the CPU kernel's full reduction (and
+    its backward, a broadcast from a scalar) is 10x slower than a reduction over the last
+    axis (and a sum of sums is no less accurate)."""
+    if len(x.shape) > 1:
+        return x.sum(-1).sum()
+    return x.sum()
+
+
 def smooth_l1(input, target, beta=1.0, reduction="mean"):
     """Smooth L1 loss, as torch.nn.functional.smooth_l1_loss.
 
@@ -90,7 +105,8 @@ def smooth_l1(input, target, beta=1.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    beta = _check(beta, reduction)
+    _check(beta, reduction)
+    beta = float(beta)
     _check_inputs(input, target)
     in_dtype = input.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -113,9 +129,9 @@ def smooth_l1(input, target, beta=1.0, reduction="mean"):
     if reduction == "none":
         result = loss
     elif reduction == "sum":
-        result = loss.sum()
+        result = _sum_all(loss)
     else:
-        result = loss.sum() / loss.size
+        result = _sum_all(loss) / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 
@@ -127,7 +143,8 @@ class SmoothL1(nn.LossBase):
     """
 
     def __init__(self, beta=1.0, reduction="mean"):
-        beta = _check(beta, reduction)
+        _check(beta, reduction)
+        beta = float(beta)
         super().__init__(reduction)
         self.beta = beta
         self.reduction = reduction

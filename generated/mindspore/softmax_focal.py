@@ -40,7 +40,14 @@ def _check(gamma, reduction):
             "softmax_focal: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real):
+    if (
+        isinstance(gamma, bool)
+        or not isinstance(gamma, numbers.Real)
+        or (
+            isinstance(gamma, numbers.Rational)
+            and not abs(gamma) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "softmax_focal: gamma must be a float >= 0; received: "
             + f"gamma={gamma!r} ({type(gamma).__name__})"
@@ -50,7 +57,6 @@ def _check(gamma, reduction):
             "softmax_focal: gamma must be a float >= 0; received: "
             + f"gamma={gamma!r} ({type(gamma).__name__})"
         )
-    return float(gamma)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -117,6 +123,10 @@ def _log1p(x):
     1 + x rounds to 1 (the CPU kernel computes log(1 + x)); in float64, since the float32
     log is not accurate enough near 1 for the quotient."""
     y = ops.cast(x, ms.float64)
+    if x.dtype != ms.float64:
+        # a float32 x: 1 + x is exact in float64 from |x| = 2**-29 on, below that
+        # log1p(x) rounds to x (relative error |x| / 2 < 2**-30)
+        return ops.where(ops.abs(x) < 2.0**-29, x, ops.cast(ops.log(1 + y), x.dtype))
     u = 1 + y
     z = u - 1
     keep = ops.logical_or(z == 0, ops.isinf(y))
@@ -132,13 +142,15 @@ def _gather_log_softmax(x, axis, index):
     confident prediction (logits [46, 0, -80], label 0: -1.05e-20).
     """
     y = ops.cast(x, ms.float64)
-    peak = ops.amax(y, axis, keepdims=True)
+    peak = ops.cast(ops.stop_gradient(ops.amax(x, axis, keepdims=True)), ms.float64)
     top = y == peak
-    ties = ops.sum(ops.cast(top, y.dtype), axis, keepdim=True)
+    ties = ops.cast(ops.sum(ops.cast(top, ms.float32), axis, keepdim=True), ms.float64)
     picked = ops.gather_elements(y, axis, index)
     own = ops.logical_and(picked >= peak, ties == 1)
     shifted = y - ops.where(own, picked, peak)
-    below = ops.where(top, ops.zeros_like(y), ops.exp(shifted))
+    # a tied maximum enters rest as shifted (0, exp's gradient there; the peak has none);
+    # the picked one when it is the only maximum as a constant 0: its gradient is `picked`'s
+    below = ops.where(top, ops.where(own, ops.zeros_like(y), shifted), ops.exp(shifted))
     rest = ops.sum(below, axis, keepdim=True) + (ties - 1)
     shifted = ops.gather_elements(shifted, axis, index)
     # 0 where own (y - y), as a constant: its gradient 1 - 1 would meet -rest in `picked`
@@ -151,6 +163,11 @@ def _expm1(x):
     exp(x) rounds to 1 (the CPU kernel loses x below about 1e-8); in float64, since the
     float32 log is not accurate enough near 1 for the quotient. Below -1, exp(x) - 1."""
     y = ops.cast(x, ms.float64)
+    if x.dtype != ms.float64:
+        # a float32 x: exp(x) - 1 in float64 is off by an ulp of 1 (2**-52 absolute),
+        # under 2**-26 relative from |x| = 2**-26 on; below, x + x**2 / 2 (error x**3 / 6)
+        out = ops.where(ops.abs(y) < 2.0**-26, y + 0.5 * y * y, ops.exp(y) - 1)
+        return ops.cast(out, x.dtype)
     u = ops.exp(y)
     um = u - 1
     keep = ops.logical_or(ops.logical_or(um == 0, um == -1), ops.isinf(u))
@@ -160,6 +177,15 @@ def _expm1(x):
     return ops.cast(
         ops.where(y < -1, ops.exp(ops.clamp(y, max=-1.0)) - 1, near), x.dtype
     )
+
+
+def _sum_all(x):
+    """The sum of all entries: row sums first, since the CPU kernel's full reduction (and
+    its backward, a broadcast from a scalar) is 10x slower than a reduction over the last
+    axis (and a sum of sums is no less accurate)."""
+    if len(x.shape) > 1:
+        return x.sum(-1).sum()
+    return x.sum()
 
 
 def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
@@ -176,7 +202,8 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    gamma = _check(gamma, reduction)
+    _check(gamma, reduction)
+    gamma = float(gamma)
     _check_inputs(input, target, alpha)
     if isinstance(alpha, (int, float)) and not isinstance(alpha, bool):
         alpha = ops.full((input.shape[1],), float(alpha), dtype=input.dtype)
@@ -204,9 +231,9 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
         if reduction == "none":
             result = ops.reshape(loss, (N,))
         elif reduction == "sum":
-            result = loss.sum()
+            result = _sum_all(loss)
         else:
-            result = loss.sum() / loss.size
+            result = _sum_all(loss) / loss.size
     else:
         picked = ops.gather(ops.reshape(alpha, (-1,)), target, 0)
         picked_1 = _gather_log_softmax(input, -1, target)
@@ -221,9 +248,9 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
         if reduction == "none":
             result = ops.reshape(loss, (N,))
         elif reduction == "sum":
-            result = loss.sum()
+            result = _sum_all(loss)
         else:
-            result = loss.sum() / loss.size
+            result = _sum_all(loss) / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 
@@ -235,7 +262,8 @@ class SoftmaxFocal(nn.LossBase):
     """
 
     def __init__(self, gamma=2.0, reduction="mean"):
-        gamma = _check(gamma, reduction)
+        _check(gamma, reduction)
+        gamma = float(gamma)
         super().__init__(reduction)
         self.gamma = gamma
         self.reduction = reduction

@@ -56,7 +56,14 @@ def _check(margin, reduction):
             "triplet_batch_hard: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
+    if (
+        isinstance(margin, bool)
+        or not isinstance(margin, numbers.Real)
+        or (
+            isinstance(margin, numbers.Rational)
+            and not abs(margin) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "triplet_batch_hard: margin must be a float >= 0; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
@@ -66,7 +73,6 @@ def _check(margin, reduction):
             "triplet_batch_hard: margin must be a float >= 0; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
-    return float(margin)
 
 
 _FLOATS = (ms.float16, ms.bfloat16, ms.float32, ms.float64)
@@ -107,6 +113,15 @@ def _check_inputs(embeddings, labels):
         )
 
 
+def _sum_all(x):
+    """The sum of all entries: row sums first, since the CPU kernel's full reduction (and
+    its backward, a broadcast from a scalar) is 10x slower than a reduction over the last
+    axis (and a sum of sums is no less accurate)."""
+    if len(x.shape) > 1:
+        return x.sum(-1).sum()
+    return x.sum()
+
+
 def triplet_batch_hard(embeddings, labels, *, margin=0.3, reduction="mean"):
     """Batch-hard triplet loss, the hardest positive and negative of each anchor in the
     batch.
@@ -122,7 +137,8 @@ def triplet_batch_hard(embeddings, labels, *, margin=0.3, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    margin = _check(margin, reduction)
+    _check(margin, reduction)
+    margin = float(margin)
     _check_inputs(embeddings, labels)
     in_dtype = embeddings.dtype
     half = in_dtype in (ms.float16, ms.bfloat16)
@@ -162,9 +178,9 @@ def triplet_batch_hard(embeddings, labels, *, margin=0.3, reduction="mean"):
     if reduction == "none":
         result = ops.reshape(loss, (N,))
     elif reduction == "sum":
-        result = loss.sum()
+        result = _sum_all(loss)
     else:
-        result = loss.sum() / loss.size
+        result = _sum_all(loss) / loss.size
     return ops.cast(result, in_dtype) if half else result
 
 
@@ -177,7 +193,8 @@ class TripletBatchHard(nn.LossBase):
     """
 
     def __init__(self, margin=0.3, reduction="mean"):
-        margin = _check(margin, reduction)
+        _check(margin, reduction)
+        margin = float(margin)
         super().__init__(reduction)
         self.margin = margin
         self.reduction = reduction

@@ -56,7 +56,14 @@ def _check(gamma_neg, gamma_pos, margin, reduction):
             "asymmetric_loss: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(gamma_neg, bool) or not isinstance(gamma_neg, numbers.Real):
+    if (
+        isinstance(gamma_neg, bool)
+        or not isinstance(gamma_neg, numbers.Real)
+        or (
+            isinstance(gamma_neg, numbers.Rational)
+            and not abs(gamma_neg) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "asymmetric_loss: gamma_neg must be a float >= 0; received: "
             + f"gamma_neg={gamma_neg!r} ({type(gamma_neg).__name__})"
@@ -66,7 +73,14 @@ def _check(gamma_neg, gamma_pos, margin, reduction):
             "asymmetric_loss: gamma_neg must be a float >= 0; received: "
             + f"gamma_neg={gamma_neg!r} ({type(gamma_neg).__name__})"
         )
-    if isinstance(gamma_pos, bool) or not isinstance(gamma_pos, numbers.Real):
+    if (
+        isinstance(gamma_pos, bool)
+        or not isinstance(gamma_pos, numbers.Real)
+        or (
+            isinstance(gamma_pos, numbers.Rational)
+            and not abs(gamma_pos) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "asymmetric_loss: gamma_pos must be a float >= 0; received: "
             + f"gamma_pos={gamma_pos!r} ({type(gamma_pos).__name__})"
@@ -76,7 +90,14 @@ def _check(gamma_neg, gamma_pos, margin, reduction):
             "asymmetric_loss: gamma_pos must be a float >= 0; received: "
             + f"gamma_pos={gamma_pos!r} ({type(gamma_pos).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
+    if (
+        isinstance(margin, bool)
+        or not isinstance(margin, numbers.Real)
+        or (
+            isinstance(margin, numbers.Rational)
+            and not abs(margin) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "asymmetric_loss: margin must be a float >= 0 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
@@ -86,7 +107,6 @@ def _check(gamma_neg, gamma_pos, margin, reduction):
             "asymmetric_loss: margin must be a float >= 0 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
-    return float(gamma_neg), float(gamma_pos), float(margin)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -164,7 +184,10 @@ def asymmetric_loss(
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    gamma_neg, gamma_pos, margin = _check(gamma_neg, gamma_pos, margin, reduction)
+    _check(gamma_neg, gamma_pos, margin, reduction)
+    gamma_neg = float(gamma_neg)
+    gamma_pos = float(gamma_pos)
+    margin = float(margin)
     _check_inputs(logits, target)
     if target.dtype in _INTS:
         target = paddle.cast(target, logits.dtype)
@@ -213,7 +236,10 @@ class AsymmetricLoss(nn.Layer):
     """
 
     def __init__(self, gamma_neg=4.0, gamma_pos=1.0, margin=0.05, reduction="sum"):
-        gamma_neg, gamma_pos, margin = _check(gamma_neg, gamma_pos, margin, reduction)
+        _check(gamma_neg, gamma_pos, margin, reduction)
+        gamma_neg = float(gamma_neg)
+        gamma_pos = float(gamma_pos)
+        margin = float(margin)
         super().__init__()
         self.gamma_neg = gamma_neg
         self.gamma_pos = gamma_pos

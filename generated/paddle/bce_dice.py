@@ -46,7 +46,14 @@ def _check(bce_weight, reduction):
             "bce_dice: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(bce_weight, bool) or not isinstance(bce_weight, numbers.Real):
+    if (
+        isinstance(bce_weight, bool)
+        or not isinstance(bce_weight, numbers.Real)
+        or (
+            isinstance(bce_weight, numbers.Rational)
+            and not abs(bce_weight) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "bce_dice: bce_weight must be a float >= 0; received: "
             + f"bce_weight={bce_weight!r} ({type(bce_weight).__name__})"
@@ -56,7 +63,6 @@ def _check(bce_weight, reduction):
             "bce_dice: bce_weight must be a float >= 0; received: "
             + f"bce_weight={bce_weight!r} ({type(bce_weight).__name__})"
         )
-    return float(bce_weight)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -142,7 +148,8 @@ def bce_dice(logits, target, *, bce_weight=1.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    bce_weight = _check(bce_weight, reduction)
+    _check(bce_weight, reduction)
+    bce_weight = float(bce_weight)
     _check_inputs(logits, target)
     in_dtype = logits.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -186,7 +193,8 @@ class BceDice(nn.Layer):
     """
 
     def __init__(self, bce_weight=1.0, reduction="mean"):
-        bce_weight = _check(bce_weight, reduction)
+        _check(bce_weight, reduction)
+        bce_weight = float(bce_weight)
         super().__init__()
         self.bce_weight = bce_weight
         self.reduction = reduction

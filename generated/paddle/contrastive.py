@@ -43,7 +43,14 @@ def _check(margin, reduction):
             "contrastive: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
+    if (
+        isinstance(margin, bool)
+        or not isinstance(margin, numbers.Real)
+        or (
+            isinstance(margin, numbers.Rational)
+            and not abs(margin) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "contrastive: margin must be a float >= 0; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
@@ -53,7 +60,6 @@ def _check(margin, reduction):
             "contrastive: margin must be a float >= 0; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
-    return float(margin)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -136,7 +142,8 @@ def contrastive(x1, x2, target, *, margin=1.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    margin = _check(margin, reduction)
+    _check(margin, reduction)
+    margin = float(margin)
     _check_inputs(x1, x2, target)
     if target.dtype in _INTS:
         target = paddle.cast(target, x1.dtype)
@@ -178,7 +185,8 @@ class Contrastive(nn.Layer):
     """
 
     def __init__(self, margin=1.0, reduction="mean"):
-        margin = _check(margin, reduction)
+        _check(margin, reduction)
+        margin = float(margin)
         super().__init__()
         self.margin = margin
         self.reduction = reduction

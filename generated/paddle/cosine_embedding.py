@@ -48,7 +48,14 @@ def _check(margin, reduction):
             "cosine_embedding: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
+    if (
+        isinstance(margin, bool)
+        or not isinstance(margin, numbers.Real)
+        or (
+            isinstance(margin, numbers.Rational)
+            and not abs(margin) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "cosine_embedding: margin must be a float >= -1 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
@@ -58,7 +65,6 @@ def _check(margin, reduction):
             "cosine_embedding: margin must be a float >= -1 and <= 1; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
-    return float(margin)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -149,7 +155,8 @@ def cosine_embedding(
         target = label
     if target is None:
         raise TypeError("cosine_embedding() missing required argument 'target'")
-    margin = _check(margin, reduction)
+    _check(margin, reduction)
+    margin = float(margin)
     _check_inputs(input1, input2, target)
     if target.dtype in _INTS:
         target = paddle.cast(target, input1.dtype)
@@ -201,7 +208,8 @@ class CosineEmbedding(nn.Layer):
     """
 
     def __init__(self, margin=0.0, reduction="mean", name=None):
-        margin = _check(margin, reduction)
+        _check(margin, reduction)
+        margin = float(margin)
         super().__init__()
         self.margin = margin
         self.reduction = reduction

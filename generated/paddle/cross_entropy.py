@@ -52,6 +52,10 @@ def _check(ignore_index, label_smoothing, reduction):
         isinstance(ignore_index, bool)
         or not isinstance(ignore_index, numbers.Real)
         or (
+            isinstance(ignore_index, numbers.Rational)
+            and not abs(ignore_index) <= 1.7976931348623157e308
+        )
+        or (
             not isinstance(ignore_index, numbers.Integral)
             and not float(ignore_index).is_integer()
         )
@@ -60,8 +64,13 @@ def _check(ignore_index, label_smoothing, reduction):
             "cross_entropy: ignore_index must be an int; received: "
             + f"ignore_index={ignore_index!r} ({type(ignore_index).__name__})"
         )
-    if isinstance(label_smoothing, bool) or not isinstance(
-        label_smoothing, numbers.Real
+    if (
+        isinstance(label_smoothing, bool)
+        or not isinstance(label_smoothing, numbers.Real)
+        or (
+            isinstance(label_smoothing, numbers.Rational)
+            and not abs(label_smoothing) <= 1.7976931348623157e308
+        )
     ):
         raise TypeError(
             "cross_entropy: label_smoothing must be a float >= 0 and <= 1; received: "
@@ -72,7 +81,6 @@ def _check(ignore_index, label_smoothing, reduction):
             "cross_entropy: label_smoothing must be a float >= 0 and <= 1; received: "
             + f"label_smoothing={label_smoothing!r} ({type(label_smoothing).__name__})"
         )
-    return int(ignore_index), float(label_smoothing)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -130,17 +138,27 @@ def _check_inputs(input, target, weight):
 def _gather_log_softmax(x, axis, index):
     """log_softmax(x)[index] along the axis, accurate also near 0, as _log_softmax.
     Where the picked entry is the only maximum the row is shifted by that entry itself
-    (the same value): the gradient of its own logit, -rest / (1 + rest), is then one term,
-    where a shift by the row's maximum gives 1 / (1 + rest) - 1, which rounds to 0 for a
-    confident prediction (logits [46, 0, -80], label 0: -1.05e-20).
+    (the same value, with its gradient): the gradient of its own logit, -rest / (1 + rest),
+    is then one term, where a shift by the row's maximum gives 1 / (1 + rest) - 1, which
+    rounds to 0 for a confident prediction (logits [46, 0, -80], label 0: -1.05e-20).
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak is taken without
+    gradient (paddle.amax's CPU gradient costs a pass over the row per element); a tied
+    maximum enters rest as x - peak, 0 with the gradient of exp(x - peak) there, so every
+    entry gets its softmax gradient.
     """
-    peak = paddle.amax(x, axis=axis, keepdim=True)
-    top = x >= peak
+    peak = paddle.amax(x, axis=axis, keepdim=True).detach()
+    top = x >= peak  # x == peak: the CPU equal kernel's scalar path has a tolerance
     ties = paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True)
     picked = paddle.take_along_axis(x, index, axis=axis, broadcast=False)
     own = paddle.logical_and(picked >= peak, ties == 1)
     shifted = x - paddle.where(own, picked, peak)
-    below = paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted))
+    # the picked maximum enters rest as a constant 0: its gradient reaches it through `picked`
+    below = paddle.where(
+        top, paddle.where(own, paddle.zeros_like(x), shifted), paddle.exp(shifted)
+    )
     rest = paddle.sum(below, axis=axis, keepdim=True) + (ties - 1)
     shifted = paddle.take_along_axis(shifted, index, axis=axis, broadcast=False)
     # 0 where own (x - x), as a constant: its gradient 1 - 1 would meet -rest in `picked`
@@ -153,14 +171,16 @@ def _log_softmax(x, axis):
 
     The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
     peak plus one per further tied maximum; its log is log1p(rest), where a sum including
-    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
-    among tied maxima, cancels, so each entry gets its softmax gradient.
+    exp(0) = 1 would round a rest below the epsilon away. The peak is taken without
+    gradient (paddle.amax's CPU gradient costs a pass over the row per element); a tied
+    maximum enters rest as x - peak, 0 with the gradient of exp(x - peak) there, so every
+    entry gets its softmax gradient.
     """
-    peak = paddle.amax(x, axis=axis, keepdim=True)
+    peak = paddle.amax(x, axis=axis, keepdim=True).detach()
     top = x >= peak  # x == peak: the CPU equal kernel's scalar path has a tolerance
-    shifted = x - peak
-    below = paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted))
     ties = paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True)
+    shifted = x - peak
+    below = paddle.where(top, shifted, paddle.exp(shifted))
     rest = paddle.sum(below, axis=axis, keepdim=True) + (ties - 1)
     return shifted - paddle.log1p(rest)
 
@@ -210,7 +230,9 @@ def cross_entropy(
         target = label
     if target is None:
         raise TypeError("cross_entropy() missing required argument 'target'")
-    ignore_index, label_smoothing = _check(ignore_index, label_smoothing, reduction)
+    _check(ignore_index, label_smoothing, reduction)
+    ignore_index = int(ignore_index)
+    label_smoothing = float(label_smoothing)
     _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -291,7 +313,9 @@ class CrossEntropy(nn.Layer):
     def __init__(
         self, weight=None, ignore_index=-100, reduction="mean", *, label_smoothing=0.0
     ):
-        ignore_index, label_smoothing = _check(ignore_index, label_smoothing, reduction)
+        _check(ignore_index, label_smoothing, reduction)
+        ignore_index = int(ignore_index)
+        label_smoothing = float(label_smoothing)
         super().__init__()
         self.ignore_index = ignore_index
         self.label_smoothing = label_smoothing

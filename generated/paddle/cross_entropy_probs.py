@@ -43,8 +43,13 @@ def _check(label_smoothing, reduction):
             "cross_entropy_probs: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(label_smoothing, bool) or not isinstance(
-        label_smoothing, numbers.Real
+    if (
+        isinstance(label_smoothing, bool)
+        or not isinstance(label_smoothing, numbers.Real)
+        or (
+            isinstance(label_smoothing, numbers.Rational)
+            and not abs(label_smoothing) <= 1.7976931348623157e308
+        )
     ):
         raise TypeError(
             "cross_entropy_probs: label_smoothing must be a float >= 0 and <= 1; received: "
@@ -55,7 +60,6 @@ def _check(label_smoothing, reduction):
             "cross_entropy_probs: label_smoothing must be a float >= 0 and <= 1; received: "
             + f"label_smoothing={label_smoothing!r} ({type(label_smoothing).__name__})"
         )
-    return float(label_smoothing)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -121,14 +125,16 @@ def _log_softmax(x, axis):
 
     The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
     peak plus one per further tied maximum; its log is log1p(rest), where a sum including
-    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
-    among tied maxima, cancels, so each entry gets its softmax gradient.
+    exp(0) = 1 would round a rest below the epsilon away. The peak is taken without
+    gradient (paddle.amax's CPU gradient costs a pass over the row per element); a tied
+    maximum enters rest as x - peak, 0 with the gradient of exp(x - peak) there, so every
+    entry gets its softmax gradient.
     """
-    peak = paddle.amax(x, axis=axis, keepdim=True)
+    peak = paddle.amax(x, axis=axis, keepdim=True).detach()
     top = x >= peak  # x == peak: the CPU equal kernel's scalar path has a tolerance
-    shifted = x - peak
-    below = paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted))
     ties = paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True)
+    shifted = x - peak
+    below = paddle.where(top, shifted, paddle.exp(shifted))
     rest = paddle.sum(below, axis=axis, keepdim=True) + (ties - 1)
     return shifted - paddle.log1p(rest)
 
@@ -164,7 +170,8 @@ def cross_entropy_probs(
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    label_smoothing = _check(label_smoothing, reduction)
+    _check(label_smoothing, reduction)
+    label_smoothing = float(label_smoothing)
     _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -231,7 +238,8 @@ class CrossEntropyProbs(nn.Layer):
     """
 
     def __init__(self, label_smoothing=0.0, reduction="mean"):
-        label_smoothing = _check(label_smoothing, reduction)
+        _check(label_smoothing, reduction)
+        label_smoothing = float(label_smoothing)
         super().__init__()
         self.label_smoothing = label_smoothing
         self.reduction = reduction

@@ -51,7 +51,14 @@ def _check(temperature, alpha, reduction):
             "distill_kd: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, numbers.Real)
+        or (
+            isinstance(temperature, numbers.Rational)
+            and not abs(temperature) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "distill_kd: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
@@ -61,7 +68,14 @@ def _check(temperature, alpha, reduction):
             "distill_kd: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
         )
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
+    if (
+        isinstance(alpha, bool)
+        or not isinstance(alpha, numbers.Real)
+        or (
+            isinstance(alpha, numbers.Rational)
+            and not abs(alpha) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "distill_kd: alpha must be a float >= 0 and <= 1; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
@@ -71,7 +85,6 @@ def _check(temperature, alpha, reduction):
             "distill_kd: alpha must be a float >= 0 and <= 1; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
         )
-    return float(temperature), float(alpha)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -130,17 +143,27 @@ def _check_inputs(student, teacher, target):
 def _gather_log_softmax(x, axis, index):
     """log_softmax(x)[index] along the axis, accurate also near 0, as _log_softmax.
     Where the picked entry is the only maximum the row is shifted by that entry itself
-    (the same value): the gradient of its own logit, -rest / (1 + rest), is then one term,
-    where a shift by the row's maximum gives 1 / (1 + rest) - 1, which rounds to 0 for a
-    confident prediction (logits [46, 0, -80], label 0: -1.05e-20).
+    (the same value, with its gradient): the gradient of its own logit, -rest / (1 + rest),
+    is then one term, where a shift by the row's maximum gives 1 / (1 + rest) - 1, which
+    rounds to 0 for a confident prediction (logits [46, 0, -80], label 0: -1.05e-20).
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak is taken without
+    gradient (paddle.amax's CPU gradient costs a pass over the row per element); a tied
+    maximum enters rest as x - peak, 0 with the gradient of exp(x - peak) there, so every
+    entry gets its softmax gradient.
     """
-    peak = paddle.amax(x, axis=axis, keepdim=True)
-    top = x >= peak
+    peak = paddle.amax(x, axis=axis, keepdim=True).detach()
+    top = x >= peak  # x == peak: the CPU equal kernel's scalar path has a tolerance
     ties = paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True)
     picked = paddle.take_along_axis(x, index, axis=axis, broadcast=False)
     own = paddle.logical_and(picked >= peak, ties == 1)
     shifted = x - paddle.where(own, picked, peak)
-    below = paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted))
+    # the picked maximum enters rest as a constant 0: its gradient reaches it through `picked`
+    below = paddle.where(
+        top, paddle.where(own, paddle.zeros_like(x), shifted), paddle.exp(shifted)
+    )
     rest = paddle.sum(below, axis=axis, keepdim=True) + (ties - 1)
     shifted = paddle.take_along_axis(shifted, index, axis=axis, broadcast=False)
     # 0 where own (x - x), as a constant: its gradient 1 - 1 would meet -rest in `picked`
@@ -153,14 +176,16 @@ def _log_softmax(x, axis):
 
     The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
     peak plus one per further tied maximum; its log is log1p(rest), where a sum including
-    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
-    among tied maxima, cancels, so each entry gets its softmax gradient.
+    exp(0) = 1 would round a rest below the epsilon away. The peak is taken without
+    gradient (paddle.amax's CPU gradient costs a pass over the row per element); a tied
+    maximum enters rest as x - peak, 0 with the gradient of exp(x - peak) there, so every
+    entry gets its softmax gradient.
     """
-    peak = paddle.amax(x, axis=axis, keepdim=True)
+    peak = paddle.amax(x, axis=axis, keepdim=True).detach()
     top = x >= peak  # x == peak: the CPU equal kernel's scalar path has a tolerance
-    shifted = x - peak
-    below = paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted))
     ties = paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True)
+    shifted = x - peak
+    below = paddle.where(top, shifted, paddle.exp(shifted))
     rest = paddle.sum(below, axis=axis, keepdim=True) + (ties - 1)
     return shifted - paddle.log1p(rest)
 
@@ -195,7 +220,9 @@ def distill_kd(
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    temperature, alpha = _check(temperature, alpha, reduction)
+    _check(temperature, alpha, reduction)
+    temperature = float(temperature)
+    alpha = float(alpha)
     _check_inputs(student, teacher, target)
     in_dtype = student.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -241,7 +268,9 @@ class DistillKd(nn.Layer):
     """
 
     def __init__(self, temperature=4.0, alpha=0.9, reduction="mean"):
-        temperature, alpha = _check(temperature, alpha, reduction)
+        _check(temperature, alpha, reduction)
+        temperature = float(temperature)
+        alpha = float(alpha)
         super().__init__()
         self.temperature = temperature
         self.alpha = alpha

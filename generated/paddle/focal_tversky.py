@@ -48,7 +48,14 @@ def _check(alpha, beta, gamma, reduction):
             "focal_tversky: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
+    if (
+        isinstance(alpha, bool)
+        or not isinstance(alpha, numbers.Real)
+        or (
+            isinstance(alpha, numbers.Rational)
+            and not abs(alpha) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "focal_tversky: alpha must be a float >= 0; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
@@ -58,7 +65,14 @@ def _check(alpha, beta, gamma, reduction):
             "focal_tversky: alpha must be a float >= 0; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
         )
-    if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
+    if (
+        isinstance(beta, bool)
+        or not isinstance(beta, numbers.Real)
+        or (
+            isinstance(beta, numbers.Rational)
+            and not abs(beta) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "focal_tversky: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
@@ -68,7 +82,14 @@ def _check(alpha, beta, gamma, reduction):
             "focal_tversky: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
         )
-    if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real):
+    if (
+        isinstance(gamma, bool)
+        or not isinstance(gamma, numbers.Real)
+        or (
+            isinstance(gamma, numbers.Rational)
+            and not abs(gamma) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "focal_tversky: gamma must be a float >= 0; received: "
             + f"gamma={gamma!r} ({type(gamma).__name__})"
@@ -78,7 +99,6 @@ def _check(alpha, beta, gamma, reduction):
             "focal_tversky: gamma must be a float >= 0; received: "
             + f"gamma={gamma!r} ({type(gamma).__name__})"
         )
-    return float(alpha), float(beta), float(gamma)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -149,7 +169,10 @@ def focal_tversky(input, target, *, alpha=0.7, beta=0.3, gamma=0.75, reduction="
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    alpha, beta, gamma = _check(alpha, beta, gamma, reduction)
+    _check(alpha, beta, gamma, reduction)
+    alpha = float(alpha)
+    beta = float(beta)
+    gamma = float(gamma)
     _check_inputs(input, target)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -189,7 +212,10 @@ class FocalTversky(nn.Layer):
     """
 
     def __init__(self, alpha=0.7, beta=0.3, gamma=0.75, reduction="mean"):
-        alpha, beta, gamma = _check(alpha, beta, gamma, reduction)
+        _check(alpha, beta, gamma, reduction)
+        alpha = float(alpha)
+        beta = float(beta)
+        gamma = float(gamma)
         super().__init__()
         self.alpha = alpha
         self.beta = beta

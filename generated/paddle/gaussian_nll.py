@@ -41,7 +41,13 @@ def _check(full, eps, reduction):
             "gaussian_nll: full must be a bool; received: "
             + f"full={full!r} ({type(full).__name__})"
         )
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
+    if (
+        isinstance(eps, bool)
+        or not isinstance(eps, numbers.Real)
+        or (
+            isinstance(eps, numbers.Rational) and not abs(eps) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "gaussian_nll: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
@@ -51,7 +57,6 @@ def _check(full, eps, reduction):
             "gaussian_nll: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
         )
-    return bool(full), float(eps)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -133,7 +138,9 @@ def gaussian_nll(
         raise TypeError("gaussian_nll() missing required argument 'target'")
     if var is None:
         raise TypeError("gaussian_nll() missing required argument 'var'")
-    full, eps = _check(full, eps, reduction)
+    _check(full, eps, reduction)
+    full = bool(full)
+    eps = float(eps)
     _check_inputs(input, target, var)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -172,7 +179,9 @@ class GaussianNll(nn.Layer):
     ):
         if epsilon is not None:
             eps = epsilon
-        full, eps = _check(full, eps, reduction)
+        _check(full, eps, reduction)
+        full = bool(full)
+        eps = float(eps)
         super().__init__()
         self._losscc_param_full = full
         self.eps = eps

@@ -39,7 +39,11 @@ def _check(q, reduction):
             "generalized_ce: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(q, bool) or not isinstance(q, numbers.Real):
+    if (
+        isinstance(q, bool)
+        or not isinstance(q, numbers.Real)
+        or (isinstance(q, numbers.Rational) and not abs(q) <= 1.7976931348623157e308)
+    ):
         raise TypeError(
             "generalized_ce: q must be a float >= 0.001 and <= 1; received: "
             + f"q={q!r} ({type(q).__name__})"
@@ -49,7 +53,6 @@ def _check(q, reduction):
             "generalized_ce: q must be a float >= 0.001 and <= 1; received: "
             + f"q={q!r} ({type(q).__name__})"
         )
-    return float(q)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -93,17 +96,27 @@ def _check_inputs(logits, label):
 def _gather_log_softmax(x, axis, index):
     """log_softmax(x)[index] along the axis, accurate also near 0, as _log_softmax.
     Where the picked entry is the only maximum the row is shifted by that entry itself
-    (the same value): the gradient of its own logit, -rest / (1 + rest), is then one term,
-    where a shift by the row's maximum gives 1 / (1 + rest) - 1, which rounds to 0 for a
-    confident prediction (logits [46, 0, -80], label 0: -1.05e-20).
+    (the same value, with its gradient): the gradient of its own logit, -rest / (1 + rest),
+    is then one term, where a shift by the row's maximum gives 1 / (1 + rest) - 1, which
+    rounds to 0 for a confident prediction (logits [46, 0, -80], label 0: -1.05e-20).
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak is taken without
+    gradient (paddle.amax's CPU gradient costs a pass over the row per element); a tied
+    maximum enters rest as x - peak, 0 with the gradient of exp(x - peak) there, so every
+    entry gets its softmax gradient.
     """
-    peak = paddle.amax(x, axis=axis, keepdim=True)
-    top = x >= peak
+    peak = paddle.amax(x, axis=axis, keepdim=True).detach()
+    top = x >= peak  # x == peak: the CPU equal kernel's scalar path has a tolerance
     ties = paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True)
     picked = paddle.take_along_axis(x, index, axis=axis, broadcast=False)
     own = paddle.logical_and(picked >= peak, ties == 1)
     shifted = x - paddle.where(own, picked, peak)
-    below = paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted))
+    # the picked maximum enters rest as a constant 0: its gradient reaches it through `picked`
+    below = paddle.where(
+        top, paddle.where(own, paddle.zeros_like(x), shifted), paddle.exp(shifted)
+    )
     rest = paddle.sum(below, axis=axis, keepdim=True) + (ties - 1)
     shifted = paddle.take_along_axis(shifted, index, axis=axis, broadcast=False)
     # 0 where own (x - x), as a constant: its gradient 1 - 1 would meet -rest in `picked`
@@ -147,7 +160,8 @@ def generalized_ce(logits, label, *, q=0.7, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    q = _check(q, reduction)
+    _check(q, reduction)
+    q = float(q)
     _check_inputs(logits, label)
     in_dtype = logits.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -177,7 +191,8 @@ class GeneralizedCe(nn.Layer):
     """
 
     def __init__(self, q=0.7, reduction="mean"):
-        q = _check(q, reduction)
+        _check(q, reduction)
+        q = float(q)
         super().__init__()
         self.q = q
         self.reduction = reduction

@@ -74,7 +74,13 @@ def _check(eps, reduction):
             "giou_loss: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
+    if (
+        isinstance(eps, bool)
+        or not isinstance(eps, numbers.Real)
+        or (
+            isinstance(eps, numbers.Rational) and not abs(eps) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "giou_loss: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
@@ -84,7 +90,6 @@ def _check(eps, reduction):
             "giou_loss: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
         )
-    return float(eps)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -166,7 +171,8 @@ def giou_loss(boxes1, boxes2, *, eps=1e-07, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    eps = _check(eps, reduction)
+    _check(eps, reduction)
+    eps = float(eps)
     _check_inputs(boxes1, boxes2)
     in_dtype = boxes1.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -224,7 +230,8 @@ class GiouLoss(nn.Layer):
     """
 
     def __init__(self, eps=1e-07, reduction="mean"):
-        eps = _check(eps, reduction)
+        _check(eps, reduction)
+        eps = float(eps)
         super().__init__()
         self.eps = eps
         self.reduction = reduction

@@ -34,12 +34,18 @@ def _check(margin, reduction):
             "hinge_embedding: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
+    if (
+        isinstance(margin, bool)
+        or not isinstance(margin, numbers.Real)
+        or (
+            isinstance(margin, numbers.Rational)
+            and not abs(margin) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "hinge_embedding: margin must be a float; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
-    return float(margin)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -95,7 +101,8 @@ def hinge_embedding(
         target = label
     if target is None:
         raise TypeError("hinge_embedding() missing required argument 'target'")
-    margin = _check(margin, reduction)
+    _check(margin, reduction)
+    margin = float(margin)
     _check_inputs(input, target)
     if target.dtype in _INTS:
         target = paddle.cast(target, input.dtype)
@@ -127,7 +134,8 @@ class HingeEmbedding(nn.Layer):
     """
 
     def __init__(self, margin=1.0, reduction="mean", name=None):
-        margin = _check(margin, reduction)
+        _check(margin, reduction)
+        margin = float(margin)
         super().__init__()
         self.margin = margin
         self.reduction = reduction

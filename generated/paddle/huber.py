@@ -39,7 +39,14 @@ def _check(delta, reduction):
             "huber: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(delta, bool) or not isinstance(delta, numbers.Real):
+    if (
+        isinstance(delta, bool)
+        or not isinstance(delta, numbers.Real)
+        or (
+            isinstance(delta, numbers.Rational)
+            and not abs(delta) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "huber: delta must be a float >= 0; received: "
             + f"delta={delta!r} ({type(delta).__name__})"
@@ -49,7 +56,6 @@ def _check(delta, reduction):
             "huber: delta must be a float >= 0; received: "
             + f"delta={delta!r} ({type(delta).__name__})"
         )
-    return float(delta)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -120,7 +126,8 @@ def huber(
         target = label
     if target is None:
         raise TypeError("huber() missing required argument 'target'")
-    delta = _check(delta, reduction)
+    _check(delta, reduction)
+    delta = float(delta)
     _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -175,7 +182,8 @@ class Huber(nn.Layer):
     """
 
     def __init__(self, reduction="mean", delta=1.0):
-        delta = _check(delta, reduction)
+        _check(delta, reduction)
+        delta = float(delta)
         super().__init__()
         self.delta = delta
         self.reduction = reduction

@@ -56,7 +56,14 @@ def _check(temperature, reduction):
             "info_nce: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, numbers.Real)
+        or (
+            isinstance(temperature, numbers.Rational)
+            and not abs(temperature) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "info_nce: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
@@ -66,7 +73,6 @@ def _check(temperature, reduction):
             "info_nce: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
         )
-    return float(temperature)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -111,14 +117,16 @@ def _log_softmax(x, axis):
 
     The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
     peak plus one per further tied maximum; its log is log1p(rest), where a sum including
-    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
-    among tied maxima, cancels, so each entry gets its softmax gradient.
+    exp(0) = 1 would round a rest below the epsilon away. The peak is taken without
+    gradient (paddle.amax's CPU gradient costs a pass over the row per element); a tied
+    maximum enters rest as x - peak, 0 with the gradient of exp(x - peak) there, so every
+    entry gets its softmax gradient.
     """
-    peak = paddle.amax(x, axis=axis, keepdim=True)
+    peak = paddle.amax(x, axis=axis, keepdim=True).detach()
     top = x >= peak  # x == peak: the CPU equal kernel's scalar path has a tolerance
-    shifted = x - peak
-    below = paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted))
     ties = paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True)
+    shifted = x - peak
+    below = paddle.where(top, shifted, paddle.exp(shifted))
     rest = paddle.sum(below, axis=axis, keepdim=True) + (ties - 1)
     return shifted - paddle.log1p(rest)
 
@@ -150,7 +158,8 @@ def info_nce(query, positive_key, *, temperature=0.1, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    temperature = _check(temperature, reduction)
+    _check(temperature, reduction)
+    temperature = float(temperature)
     _check_inputs(query, positive_key)
     in_dtype = query.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -204,7 +213,8 @@ class InfoNce(nn.Layer):
     """
 
     def __init__(self, temperature=0.1, reduction="mean"):
-        temperature = _check(temperature, reduction)
+        _check(temperature, reduction)
+        temperature = float(temperature)
         super().__init__()
         self.temperature = temperature
         self.reduction = reduction

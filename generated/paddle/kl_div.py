@@ -44,7 +44,6 @@ def _check(log_target, reduction):
             "kl_div: log_target must be a bool; received: "
             + f"log_target={log_target!r} ({type(log_target).__name__})"
         )
-    return bool(log_target)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -122,7 +121,8 @@ def kl_div(
         target = label
     if target is None:
         raise TypeError("kl_div() missing required argument 'target'")
-    log_target = _check(log_target, reduction)
+    _check(log_target, reduction)
+    log_target = bool(log_target)
     _check_inputs(input, target)
     unbatched = len(input.shape) == 0
     if unbatched:  # a 0-D call is one element: computed as [1], returned 0-D
@@ -170,7 +170,8 @@ class KlDiv(nn.Layer):
     """
 
     def __init__(self, reduction="mean", log_target=False):
-        log_target = _check(log_target, reduction)
+        _check(log_target, reduction)
+        log_target = bool(log_target)
         super().__init__()
         self.log_target = log_target
         self.reduction = reduction

@@ -31,12 +31,18 @@ def _check(margin, reduction):
             "margin_ranking: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
+    if (
+        isinstance(margin, bool)
+        or not isinstance(margin, numbers.Real)
+        or (
+            isinstance(margin, numbers.Rational)
+            and not abs(margin) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "margin_ranking: margin must be a float; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
-    return float(margin)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -125,7 +131,8 @@ def margin_ranking(
         raise TypeError("margin_ranking() missing required argument 'input2'")
     if target is None:
         raise TypeError("margin_ranking() missing required argument 'target'")
-    margin = _check(margin, reduction)
+    _check(margin, reduction)
+    margin = float(margin)
     _check_inputs(input1, input2, target)
     if target.dtype in _INTS:
         target = paddle.cast(target, input1.dtype)
@@ -155,7 +162,8 @@ class MarginRanking(nn.Layer):
     """
 
     def __init__(self, margin=0.0, reduction="mean", name=None):
-        margin = _check(margin, reduction)
+        _check(margin, reduction)
+        margin = float(margin)
         super().__init__()
         self.margin = margin
         self.reduction = reduction

@@ -45,6 +45,7 @@ def _check(p, margin, reduction):
     if (
         isinstance(p, bool)
         or not isinstance(p, numbers.Real)
+        or (isinstance(p, numbers.Rational) and not abs(p) <= 1.7976931348623157e308)
         or (not isinstance(p, numbers.Integral) and not float(p).is_integer())
     ):
         raise TypeError(
@@ -56,12 +57,18 @@ def _check(p, margin, reduction):
             "multi_margin: p must be an int >= 1 and <= 2; received: "
             + f"p={p!r} ({type(p).__name__})"
         )
-    if isinstance(margin, bool) or not isinstance(margin, numbers.Real):
+    if (
+        isinstance(margin, bool)
+        or not isinstance(margin, numbers.Real)
+        or (
+            isinstance(margin, numbers.Rational)
+            and not abs(margin) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "multi_margin: margin must be a float; received: "
             + f"margin={margin!r} ({type(margin).__name__})"
         )
-    return int(p), float(margin)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -159,7 +166,9 @@ def multi_margin(
         target = label
     if target is None:
         raise TypeError("multi_margin() missing required argument 'target'")
-    p, margin = _check(p, margin, reduction)
+    _check(p, margin, reduction)
+    p = int(p)
+    margin = float(margin)
     _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -211,7 +220,9 @@ class MultiMargin(nn.Layer):
     """
 
     def __init__(self, p=1, margin=1.0, weight=None, reduction="mean", name=None):
-        p, margin = _check(p, margin, reduction)
+        _check(p, margin, reduction)
+        p = int(p)
+        margin = float(margin)
         super().__init__()
         self.p = p
         self.margin = margin

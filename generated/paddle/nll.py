@@ -41,6 +41,10 @@ def _check(ignore_index, reduction):
         isinstance(ignore_index, bool)
         or not isinstance(ignore_index, numbers.Real)
         or (
+            isinstance(ignore_index, numbers.Rational)
+            and not abs(ignore_index) <= 1.7976931348623157e308
+        )
+        or (
             not isinstance(ignore_index, numbers.Integral)
             and not float(ignore_index).is_integer()
         )
@@ -49,7 +53,6 @@ def _check(ignore_index, reduction):
             "nll: ignore_index must be an int; received: "
             + f"ignore_index={ignore_index!r} ({type(ignore_index).__name__})"
         )
-    return int(ignore_index)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -144,7 +147,8 @@ def nll(
         target = label
     if target is None:
         raise TypeError("nll() missing required argument 'target'")
-    ignore_index = _check(ignore_index, reduction)
+    _check(ignore_index, reduction)
+    ignore_index = int(ignore_index)
     _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -200,7 +204,8 @@ class Nll(nn.Layer):
     """
 
     def __init__(self, weight=None, ignore_index=-100, reduction="mean", name=None):
-        ignore_index = _check(ignore_index, reduction)
+        _check(ignore_index, reduction)
+        ignore_index = int(ignore_index)
         super().__init__()
         self.ignore_index = ignore_index
         self.reduction = reduction

@@ -76,7 +76,14 @@ def _check(temperature, reduction):
             "nt_xent: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, numbers.Real)
+        or (
+            isinstance(temperature, numbers.Rational)
+            and not abs(temperature) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "nt_xent: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
@@ -86,7 +93,6 @@ def _check(temperature, reduction):
             "nt_xent: temperature must be a float >= 0.001; received: "
             + f"temperature={temperature!r} ({type(temperature).__name__})"
         )
-    return float(temperature)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -171,7 +177,8 @@ def nt_xent(z_i, z_j, *, temperature=0.5, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    temperature = _check(temperature, reduction)
+    _check(temperature, reduction)
+    temperature = float(temperature)
     _check_inputs(z_i, z_j)
     in_dtype = z_i.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -264,7 +271,8 @@ class NtXent(nn.Layer):
     """
 
     def __init__(self, temperature=0.5, reduction="mean"):
-        temperature = _check(temperature, reduction)
+        _check(temperature, reduction)
+        temperature = float(temperature)
         super().__init__()
         self.temperature = temperature
         self.reduction = reduction

@@ -51,7 +51,13 @@ def _check(log_input, full, eps, reduction):
             "poisson_nll: full must be a bool; received: "
             + f"full={full!r} ({type(full).__name__})"
         )
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
+    if (
+        isinstance(eps, bool)
+        or not isinstance(eps, numbers.Real)
+        or (
+            isinstance(eps, numbers.Rational) and not abs(eps) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "poisson_nll: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
@@ -61,7 +67,6 @@ def _check(log_input, full, eps, reduction):
             "poisson_nll: eps must be a float >= 0; received: "
             + f"eps={eps!r} ({type(eps).__name__})"
         )
-    return bool(log_input), bool(full), float(eps)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -128,7 +133,10 @@ def poisson_nll(
         eps = epsilon
     if target is None:
         raise TypeError("poisson_nll() missing required argument 'target'")
-    log_input, full, eps = _check(log_input, full, eps, reduction)
+    _check(log_input, full, eps, reduction)
+    log_input = bool(log_input)
+    full = bool(full)
+    eps = float(eps)
     _check_inputs(input, target)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -182,7 +190,10 @@ class PoissonNll(nn.Layer):
     ):
         if epsilon is not None:
             eps = epsilon
-        log_input, full, eps = _check(log_input, full, eps, reduction)
+        _check(log_input, full, eps, reduction)
+        log_input = bool(log_input)
+        full = bool(full)
+        eps = float(eps)
         super().__init__()
         self.log_input = log_input
         self._losscc_param_full = full

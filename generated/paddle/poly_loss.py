@@ -41,12 +41,18 @@ def _check(epsilon, reduction):
             "poly_loss: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
+    if (
+        isinstance(epsilon, bool)
+        or not isinstance(epsilon, numbers.Real)
+        or (
+            isinstance(epsilon, numbers.Rational)
+            and not abs(epsilon) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "poly_loss: epsilon must be a float; received: "
             + f"epsilon={epsilon!r} ({type(epsilon).__name__})"
         )
-    return float(epsilon)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -95,14 +101,16 @@ def _log_softmax(x, axis):
 
     The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
     peak plus one per further tied maximum; its log is log1p(rest), where a sum including
-    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
-    among tied maxima, cancels, so each entry gets its softmax gradient.
+    exp(0) = 1 would round a rest below the epsilon away. The peak is taken without
+    gradient (paddle.amax's CPU gradient costs a pass over the row per element); a tied
+    maximum enters rest as x - peak, 0 with the gradient of exp(x - peak) there, so every
+    entry gets its softmax gradient.
     """
-    peak = paddle.amax(x, axis=axis, keepdim=True)
+    peak = paddle.amax(x, axis=axis, keepdim=True).detach()
     top = x >= peak  # x == peak: the CPU equal kernel's scalar path has a tolerance
-    shifted = x - peak
-    below = paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted))
     ties = paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True)
+    shifted = x - peak
+    below = paddle.where(top, shifted, paddle.exp(shifted))
     rest = paddle.sum(below, axis=axis, keepdim=True) + (ties - 1)
     return shifted - paddle.log1p(rest)
 
@@ -144,7 +152,8 @@ def poly_loss(logits, labels, *, epsilon=2.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    epsilon = _check(epsilon, reduction)
+    _check(epsilon, reduction)
+    epsilon = float(epsilon)
     _check_inputs(logits, labels)
     in_dtype = logits.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -176,7 +185,8 @@ class PolyLoss(nn.Layer):
     """
 
     def __init__(self, epsilon=2.0, reduction="mean"):
-        epsilon = _check(epsilon, reduction)
+        _check(epsilon, reduction)
+        epsilon = float(epsilon)
         super().__init__()
         self.epsilon = epsilon
         self.reduction = reduction

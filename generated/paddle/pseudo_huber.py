@@ -43,7 +43,14 @@ def _check(delta, reduction):
             "pseudo_huber: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(delta, bool) or not isinstance(delta, numbers.Real):
+    if (
+        isinstance(delta, bool)
+        or not isinstance(delta, numbers.Real)
+        or (
+            isinstance(delta, numbers.Rational)
+            and not abs(delta) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "pseudo_huber: delta must be a float >= 1e-06; received: "
             + f"delta={delta!r} ({type(delta).__name__})"
@@ -53,7 +60,6 @@ def _check(delta, reduction):
             "pseudo_huber: delta must be a float >= 1e-06; received: "
             + f"delta={delta!r} ({type(delta).__name__})"
         )
-    return float(delta)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -114,7 +120,8 @@ def pseudo_huber(input, target, weight=None, *, delta=1.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    delta = _check(delta, reduction)
+    _check(delta, reduction)
+    delta = float(delta)
     _check_inputs(input, target, weight)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -158,7 +165,8 @@ class PseudoHuber(nn.Layer):
     """
 
     def __init__(self, delta=1.0, reduction="mean"):
-        delta = _check(delta, reduction)
+        _check(delta, reduction)
+        delta = float(delta)
         super().__init__()
         self.delta = delta
         self.reduction = reduction

@@ -35,7 +35,14 @@ def _check(levels, reduction):
             "quantize_ste: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(levels, bool) or not isinstance(levels, numbers.Real):
+    if (
+        isinstance(levels, bool)
+        or not isinstance(levels, numbers.Real)
+        or (
+            isinstance(levels, numbers.Rational)
+            and not abs(levels) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "quantize_ste: levels must be a float >= 1; received: "
             + f"levels={levels!r} ({type(levels).__name__})"
@@ -45,7 +52,6 @@ def _check(levels, reduction):
             "quantize_ste: levels must be a float >= 1; received: "
             + f"levels={levels!r} ({type(levels).__name__})"
         )
-    return float(levels)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -93,7 +99,8 @@ def quantize_ste(input, target, *, levels=1.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    levels = _check(levels, reduction)
+    _check(levels, reduction)
+    levels = float(levels)
     _check_inputs(input, target)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -121,7 +128,8 @@ class QuantizeSte(nn.Layer):
     """
 
     def __init__(self, levels=1.0, reduction="mean"):
-        levels = _check(levels, reduction)
+        _check(levels, reduction)
+        levels = float(levels)
         super().__init__()
         self.levels = levels
         self.reduction = reduction

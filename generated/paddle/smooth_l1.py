@@ -35,7 +35,14 @@ def _check(beta, reduction):
             "smooth_l1: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
+    if (
+        isinstance(beta, bool)
+        or not isinstance(beta, numbers.Real)
+        or (
+            isinstance(beta, numbers.Rational)
+            and not abs(beta) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "smooth_l1: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
@@ -45,7 +52,6 @@ def _check(beta, reduction):
             "smooth_l1: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
         )
-    return float(beta)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -100,7 +106,8 @@ def smooth_l1(
         beta = delta
     if target is None:
         raise TypeError("smooth_l1() missing required argument 'target'")
-    beta = _check(beta, reduction)
+    _check(beta, reduction)
+    beta = float(beta)
     _check_inputs(input, target)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -141,7 +148,8 @@ class SmoothL1(nn.Layer):
     def __init__(self, reduction="mean", beta=1.0, *, delta=None):
         if delta is not None:
             beta = delta
-        beta = _check(beta, reduction)
+        _check(beta, reduction)
+        beta = float(beta)
         super().__init__()
         self.beta = beta
         self.reduction = reduction

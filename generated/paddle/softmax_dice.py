@@ -50,7 +50,14 @@ def _check(smooth, alpha, beta, reduction):
             "softmax_dice: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(smooth, bool) or not isinstance(smooth, numbers.Real):
+    if (
+        isinstance(smooth, bool)
+        or not isinstance(smooth, numbers.Real)
+        or (
+            isinstance(smooth, numbers.Rational)
+            and not abs(smooth) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "softmax_dice: smooth must be a float >= 0; received: "
             + f"smooth={smooth!r} ({type(smooth).__name__})"
@@ -60,7 +67,14 @@ def _check(smooth, alpha, beta, reduction):
             "softmax_dice: smooth must be a float >= 0; received: "
             + f"smooth={smooth!r} ({type(smooth).__name__})"
         )
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
+    if (
+        isinstance(alpha, bool)
+        or not isinstance(alpha, numbers.Real)
+        or (
+            isinstance(alpha, numbers.Rational)
+            and not abs(alpha) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "softmax_dice: alpha must be a float >= 0; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
@@ -70,7 +84,14 @@ def _check(smooth, alpha, beta, reduction):
             "softmax_dice: alpha must be a float >= 0; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
         )
-    if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
+    if (
+        isinstance(beta, bool)
+        or not isinstance(beta, numbers.Real)
+        or (
+            isinstance(beta, numbers.Rational)
+            and not abs(beta) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "softmax_dice: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
@@ -80,7 +101,6 @@ def _check(smooth, alpha, beta, reduction):
             "softmax_dice: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
         )
-    return float(smooth), float(alpha), float(beta)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -126,14 +146,16 @@ def _log_softmax(x, axis):
 
     The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
     peak plus one per further tied maximum; its log is log1p(rest), where a sum including
-    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
-    among tied maxima, cancels, so each entry gets its softmax gradient.
+    exp(0) = 1 would round a rest below the epsilon away. The peak is taken without
+    gradient (paddle.amax's CPU gradient costs a pass over the row per element); a tied
+    maximum enters rest as x - peak, 0 with the gradient of exp(x - peak) there, so every
+    entry gets its softmax gradient.
     """
-    peak = paddle.amax(x, axis=axis, keepdim=True)
+    peak = paddle.amax(x, axis=axis, keepdim=True).detach()
     top = x >= peak  # x == peak: the CPU equal kernel's scalar path has a tolerance
-    shifted = x - peak
-    below = paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted))
     ties = paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True)
+    shifted = x - peak
+    below = paddle.where(top, shifted, paddle.exp(shifted))
     rest = paddle.sum(below, axis=axis, keepdim=True) + (ties - 1)
     return shifted - paddle.log1p(rest)
 
@@ -166,7 +188,10 @@ def softmax_dice(logits, targets, *, smooth=1.0, alpha=0.5, beta=0.5, reduction=
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    smooth, alpha, beta = _check(smooth, alpha, beta, reduction)
+    _check(smooth, alpha, beta, reduction)
+    smooth = float(smooth)
+    alpha = float(alpha)
+    beta = float(beta)
     _check_inputs(logits, targets)
     if targets.dtype in _INTS:
         targets = paddle.cast(targets, logits.dtype)
@@ -210,7 +235,10 @@ class SoftmaxDice(nn.Layer):
     """
 
     def __init__(self, smooth=1.0, alpha=0.5, beta=0.5, reduction="mean"):
-        smooth, alpha, beta = _check(smooth, alpha, beta, reduction)
+        _check(smooth, alpha, beta, reduction)
+        smooth = float(smooth)
+        alpha = float(alpha)
+        beta = float(beta)
         super().__init__()
         self.smooth = smooth
         self.alpha = alpha

@@ -41,7 +41,14 @@ def _check(gamma, reduction):
             "softmax_focal: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real):
+    if (
+        isinstance(gamma, bool)
+        or not isinstance(gamma, numbers.Real)
+        or (
+            isinstance(gamma, numbers.Rational)
+            and not abs(gamma) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "softmax_focal: gamma must be a float >= 0; received: "
             + f"gamma={gamma!r} ({type(gamma).__name__})"
@@ -51,7 +58,6 @@ def _check(gamma, reduction):
             "softmax_focal: gamma must be a float >= 0; received: "
             + f"gamma={gamma!r} ({type(gamma).__name__})"
         )
-    return float(gamma)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -116,17 +122,27 @@ def _check_inputs(input, target, alpha):
 def _gather_log_softmax(x, axis, index):
     """log_softmax(x)[index] along the axis, accurate also near 0, as _log_softmax.
     Where the picked entry is the only maximum the row is shifted by that entry itself
-    (the same value): the gradient of its own logit, -rest / (1 + rest), is then one term,
-    where a shift by the row's maximum gives 1 / (1 + rest) - 1, which rounds to 0 for a
-    confident prediction (logits [46, 0, -80], label 0: -1.05e-20).
+    (the same value, with its gradient): the gradient of its own logit, -rest / (1 + rest),
+    is then one term, where a shift by the row's maximum gives 1 / (1 + rest) - 1, which
+    rounds to 0 for a confident prediction (logits [46, 0, -80], label 0: -1.05e-20).
+
+    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
+    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
+    exp(0) = 1 would round a rest below the epsilon away. The peak is taken without
+    gradient (paddle.amax's CPU gradient costs a pass over the row per element); a tied
+    maximum enters rest as x - peak, 0 with the gradient of exp(x - peak) there, so every
+    entry gets its softmax gradient.
     """
-    peak = paddle.amax(x, axis=axis, keepdim=True)
-    top = x >= peak
+    peak = paddle.amax(x, axis=axis, keepdim=True).detach()
+    top = x >= peak  # x == peak: the CPU equal kernel's scalar path has a tolerance
     ties = paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True)
     picked = paddle.take_along_axis(x, index, axis=axis, broadcast=False)
     own = paddle.logical_and(picked >= peak, ties == 1)
     shifted = x - paddle.where(own, picked, peak)
-    below = paddle.where(top, paddle.zeros_like(x), paddle.exp(shifted))
+    # the picked maximum enters rest as a constant 0: its gradient reaches it through `picked`
+    below = paddle.where(
+        top, paddle.where(own, paddle.zeros_like(x), shifted), paddle.exp(shifted)
+    )
     rest = paddle.sum(below, axis=axis, keepdim=True) + (ties - 1)
     shifted = paddle.take_along_axis(shifted, index, axis=axis, broadcast=False)
     # 0 where own (x - x), as a constant: its gradient 1 - 1 would meet -rest in `picked`
@@ -170,7 +186,8 @@ def softmax_focal(input, target, alpha=None, *, gamma=2.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    gamma = _check(gamma, reduction)
+    _check(gamma, reduction)
+    gamma = float(gamma)
     _check_inputs(input, target, alpha)
     if isinstance(alpha, (int, float)) and not isinstance(alpha, bool):
         alpha = paddle.full((_shape(input)[1],), float(alpha), dtype=input.dtype)
@@ -238,7 +255,8 @@ class SoftmaxFocal(nn.Layer):
     """
 
     def __init__(self, gamma=2.0, reduction="mean"):
-        gamma = _check(gamma, reduction)
+        _check(gamma, reduction)
+        gamma = float(gamma)
         super().__init__()
         self.gamma = gamma
         self.reduction = reduction

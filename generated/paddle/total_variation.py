@@ -49,7 +49,6 @@ def _check(average, reduction):
             "total_variation: average must be a bool; received: "
             + f"average={average!r} ({type(average).__name__})"
         )
-    return bool(average)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -99,7 +98,8 @@ def total_variation(img, *, average=False, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    average = _check(average, reduction)
+    _check(average, reduction)
+    average = bool(average)
     _check_inputs(img)
     in_dtype = img.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -151,7 +151,8 @@ class TotalVariation(nn.Layer):
     """
 
     def __init__(self, average=False, reduction="mean"):
-        average = _check(average, reduction)
+        _check(average, reduction)
+        average = bool(average)
         super().__init__()
         self.average = average
         self.reduction = reduction

@@ -46,7 +46,14 @@ def _check(alpha, beta, reduction):
             "tversky: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
+    if (
+        isinstance(alpha, bool)
+        or not isinstance(alpha, numbers.Real)
+        or (
+            isinstance(alpha, numbers.Rational)
+            and not abs(alpha) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "tversky: alpha must be a float >= 0; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
@@ -56,7 +63,14 @@ def _check(alpha, beta, reduction):
             "tversky: alpha must be a float >= 0; received: "
             + f"alpha={alpha!r} ({type(alpha).__name__})"
         )
-    if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
+    if (
+        isinstance(beta, bool)
+        or not isinstance(beta, numbers.Real)
+        or (
+            isinstance(beta, numbers.Rational)
+            and not abs(beta) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "tversky: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
@@ -66,7 +80,6 @@ def _check(alpha, beta, reduction):
             "tversky: beta must be a float >= 0; received: "
             + f"beta={beta!r} ({type(beta).__name__})"
         )
-    return float(alpha), float(beta)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -135,7 +148,9 @@ def tversky(input, target, *, alpha=0.5, beta=0.5, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    alpha, beta = _check(alpha, beta, reduction)
+    _check(alpha, beta, reduction)
+    alpha = float(alpha)
+    beta = float(beta)
     _check_inputs(input, target)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -174,7 +189,9 @@ class Tversky(nn.Layer):
     """
 
     def __init__(self, alpha=0.5, beta=0.5, reduction="mean"):
-        alpha, beta = _check(alpha, beta, reduction)
+        _check(alpha, beta, reduction)
+        alpha = float(alpha)
+        beta = float(beta)
         super().__init__()
         self.alpha = alpha
         self.beta = beta

@@ -40,7 +40,11 @@ def _check(w, epsilon, reduction):
             "wing: reduction must be one of 'none', 'mean', 'sum'; received: "
             + f"reduction={reduction!r} ({type(reduction).__name__})"
         )
-    if isinstance(w, bool) or not isinstance(w, numbers.Real):
+    if (
+        isinstance(w, bool)
+        or not isinstance(w, numbers.Real)
+        or (isinstance(w, numbers.Rational) and not abs(w) <= 1.7976931348623157e308)
+    ):
         raise TypeError(
             "wing: w must be a float >= 0; received: " + f"w={w!r} ({type(w).__name__})"
         )
@@ -48,7 +52,14 @@ def _check(w, epsilon, reduction):
         raise ValueError(
             "wing: w must be a float >= 0; received: " + f"w={w!r} ({type(w).__name__})"
         )
-    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
+    if (
+        isinstance(epsilon, bool)
+        or not isinstance(epsilon, numbers.Real)
+        or (
+            isinstance(epsilon, numbers.Rational)
+            and not abs(epsilon) <= 1.7976931348623157e308
+        )
+    ):
         raise TypeError(
             "wing: epsilon must be a float >= 1e-06; received: "
             + f"epsilon={epsilon!r} ({type(epsilon).__name__})"
@@ -58,7 +69,6 @@ def _check(w, epsilon, reduction):
             "wing: epsilon must be a float >= 1e-06; received: "
             + f"epsilon={epsilon!r} ({type(epsilon).__name__})"
         )
-    return float(w), float(epsilon)
 
 
 _FLOATS = (paddle.float16, paddle.bfloat16, paddle.float32, paddle.float64)
@@ -105,7 +115,9 @@ def wing(input, target, *, w=10.0, epsilon=2.0, reduction="mean"):
     Returns:
         The per-element loss for reduction="none", otherwise a scalar tensor.
     """
-    w, epsilon = _check(w, epsilon, reduction)
+    _check(w, epsilon, reduction)
+    w = float(w)
+    epsilon = float(epsilon)
     _check_inputs(input, target)
     in_dtype = input.dtype
     half = in_dtype in (paddle.float16, paddle.bfloat16)
@@ -136,7 +148,9 @@ class Wing(nn.Layer):
     """
 
     def __init__(self, w=10.0, epsilon=2.0, reduction="mean"):
-        w, epsilon = _check(w, epsilon, reduction)
+        _check(w, epsilon, reduction)
+        w = float(w)
+        epsilon = float(epsilon)
         super().__init__()
         self.w = w
         self.epsilon = epsilon

@@ -9,17 +9,18 @@ from . import Backend, _freeze, call_inputs
 _LOG_SOFTMAX_BODY = '''
     The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
     peak plus one per further tied maximum; its log is log1p(rest), where a sum including
-    exp(0) = 1 would round a rest below the epsilon away. The peak's gradient, shared
-    among tied maxima, cancels, so each entry gets its softmax gradient.
-    In float64 also for float32 input: the float32 exp kernel is off by about eps * |x|
-    (2e-5 at |x| = 80) and log by 1.6e-6 absolute.
+    exp(0) = 1 would round a rest below the epsilon away. The peak is taken without
+    gradient (ops.amax's backward costs 6x ops.max on CPU); a tied maximum enters rest as
+    x - peak, 0 with the gradient of exp(x - peak) there, so every entry gets its softmax
+    gradient. In float64 also for float32 input: the float32 exp kernel is off by about
+    eps * |x| (2e-5 at |x| = 80) and log by 1.6e-6 absolute.
     """
     y = ops.cast(x, ms.float64)
-    peak = ops.amax(y, axis, keepdims=True)
+    peak = ops.cast(ops.stop_gradient(ops.amax(x, axis, keepdims=True)), ms.float64)
     top = y == peak
     shifted = y - peak
-    below = ops.where(top, ops.zeros_like(y), ops.exp(shifted))
-    ties = ops.sum(ops.cast(top, y.dtype), axis, keepdim=True)
+    below = ops.where(top, shifted, ops.exp(shifted))
+    ties = ops.cast(ops.sum(ops.cast(top, ms.float32), axis, keepdim=True), ms.float64)
     rest = ops.sum(below, axis, keepdim=True) + (ties - 1)
 '''
 _LOG_SOFTMAX = ('''def _log_softmax(x, axis):
@@ -33,18 +34,28 @@ _GATHER_LOG_SOFTMAX = '''def _gather_log_softmax(x, axis, index):
     confident prediction (logits [46, 0, -80], label 0: -1.05e-20).
     """
     y = ops.cast(x, ms.float64)
-    peak = ops.amax(y, axis, keepdims=True)
+    peak = ops.cast(ops.stop_gradient(ops.amax(x, axis, keepdims=True)), ms.float64)
     top = y == peak
-    ties = ops.sum(ops.cast(top, y.dtype), axis, keepdim=True)
+    ties = ops.cast(ops.sum(ops.cast(top, ms.float32), axis, keepdim=True), ms.float64)
     picked = ops.gather_elements(y, axis, index)
     own = ops.logical_and(picked >= peak, ties == 1)
     shifted = y - ops.where(own, picked, peak)
-    below = ops.where(top, ops.zeros_like(y), ops.exp(shifted))
+    # a tied maximum enters rest as shifted (0, exp's gradient there; the peak has none);
+    # the picked one when it is the only maximum as a constant 0: its gradient is `picked`'s
+    below = ops.where(top, ops.where(own, ops.zeros_like(y), shifted), ops.exp(shifted))
     rest = ops.sum(below, axis, keepdim=True) + (ties - 1)
     shifted = ops.gather_elements(shifted, axis, index)
     # 0 where own (y - y), as a constant: its gradient 1 - 1 would meet -rest in `picked`
     shifted = ops.where(own, ops.zeros_like(shifted), shifted)
     return ops.cast(shifted - _log1p(rest), x.dtype)'''
+
+_SUM_ALL = '''def _sum_all(x):
+    """The sum of all entries: row sums first, since the CPU kernel's full reduction (and
+    its backward, a broadcast from a scalar) is 10x slower than a reduction over the last
+    axis (and a sum of sums is no less accurate)."""
+    if len(x.shape) > 1:
+        return x.sum(-1).sum()
+    return x.sum()'''
 
 
 # public attribute names of a mindspore.nn.LossBase instance (tests/test_names.py checks the list)
@@ -230,7 +241,8 @@ BACKEND = Backend(
         "concat": "ops.cat(({x}, {y}), {axis})",
         # Tensor.mean's backward is a full-size Tile and Div (1.5x sum in PyNative), and in
         # float64 it divides by a float32 count; a Python int divides exactly
-        "mean_all": "{x}.sum() / {x}.size",
+        "mean_all": "_sum_all({x}) / {x}.size",
+        "sum_all": "_sum_all({x})",
         "shape": "{x}.shape",  # under ms.jit with dynamic shapes an unknown size is a run-time scalar
         "half_dtypes": "(ms.float16, ms.bfloat16)",
         "float_dtypes": "(ms.float16, ms.bfloat16, ms.float32, ms.float64)",
@@ -246,6 +258,10 @@ BACKEND = Backend(
     1 + x rounds to 1 (the CPU kernel computes log(1 + x)); in float64, since the float32
     log is not accurate enough near 1 for the quotient."""
     y = ops.cast(x, ms.float64)
+    if x.dtype != ms.float64:
+        # a float32 x: 1 + x is exact in float64 from |x| = 2**-29 on, below that
+        # log1p(x) rounds to x (relative error |x| / 2 < 2**-30)
+        return ops.where(ops.abs(x) < 2.0**-29, x, ops.cast(ops.log(1 + y), x.dtype))
     u = 1 + y
     z = u - 1
     keep = ops.logical_or(z == 0, ops.isinf(y))
@@ -256,6 +272,11 @@ BACKEND = Backend(
     exp(x) rounds to 1 (the CPU kernel loses x below about 1e-8); in float64, since the
     float32 log is not accurate enough near 1 for the quotient. Below -1, exp(x) - 1."""
     y = ops.cast(x, ms.float64)
+    if x.dtype != ms.float64:
+        # a float32 x: exp(x) - 1 in float64 is off by an ulp of 1 (2**-52 absolute),
+        # under 2**-26 relative from |x| = 2**-26 on; below, x + x**2 / 2 (error x**3 / 6)
+        out = ops.where(ops.abs(y) < 2.0**-26, y + 0.5 * y * y, ops.exp(y) - 1)
+        return ops.cast(out, x.dtype)
     u = ops.exp(y)
     um = u - 1
     keep = ops.logical_or(ops.logical_or(um == 0, um == -1), ops.isinf(u))
@@ -299,9 +320,17 @@ BACKEND = Backend(
     also at x = 0."""
     y = ops.cast(x, ms.float64)
     positive = y > 0
+    if x.dtype != ms.float64:
+        # a float32 x: e = exp(-|x|) in float64; log(1 + e) is off by 2**-53 absolute,
+        # under 2**-33 relative from e = 2**-20 on; below, e - e**2 / 2 (error e**3 / 3)
+        e = ops.exp(ops.where(positive, -y, y))
+        tail = ops.where(e < 2.0**-20, e - 0.5 * e * e, ops.log(1 + e))
+        return ops.cast(ops.where(positive, y, ops.zeros_like(y)) + tail, x.dtype)
     tail = _log1p(ops.exp(ops.where(positive, -y, y)))
     out = ops.where(positive, y, ops.zeros_like(y)) + tail
     return ops.cast(out, x.dtype)''',
+        "sum_all": _SUM_ALL,
+        "mean_all": _SUM_ALL,
         "log_softmax": _LOG_SOFTMAX,
         "gather_log_softmax": _GATHER_LOG_SOFTMAX,
     }),
