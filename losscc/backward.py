@@ -194,7 +194,10 @@ class _Partials:
     def _p_Function(self, e, g):
         if len(e.args) != 1:
             raise NoRule(f"no derivative rule for {type(e).__name__}")
-        return [(e.args[0], g * e.fdiff(1))]
+        d = e.fdiff(1)
+        if d.has(sp.Derivative, sp.Subs):  # trigamma's derivative: no node of the language
+            raise NoRule(f"no derivative rule for {type(e).__name__}")
+        return [(e.args[0], g * d)]
 
     def _p_cosh(self, e, g):  # sinh(u) = tanh(u) * cosh(u): operators every backend has
         u = e.args[0]

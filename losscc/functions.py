@@ -25,7 +25,7 @@ from types import MappingProxyType
 import mpmath
 import sympy as sp
 
-from . import hyperbolic, ir
+from . import gamma, hyperbolic, ir
 
 # typing rules: methods ``rule_<name>`` of the parser's call rules
 RULES = ("elementwise", "variadic", "clip", "where", "piecewise", "reduce", "keep", "one_hot",
@@ -190,6 +190,12 @@ FUNCTIONS: tuple[Function, ...] = (
     _unary("atan", sp.atan, _capped(mpmath.atan, lambda s: s * mpmath.pi / 2),
            "inverse tangent, in radians between -pi/2 and pi/2 (CIoU's aspect term)",
            range_=Range(positive="arg", nonneg="arg", bounded="yes")),
+    _unary("lgamma", gamma.lgamma, gamma.mp_lgamma, "log |Gamma(x)|, log((n - 1)!) at x = n (+inf at 0, -1, -2, ...)",
+           singular=0),
+    _unary("digamma", gamma.digamma, gamma.mp_digamma, "the derivative of lgamma(x) (-inf at 0, NaN at -1, -2, ...)",
+           singular=0),
+    _unary("trigamma", gamma.trigamma, gamma.mp_trigamma, "the derivative of digamma(x), > 0 (+inf at 0, -1, "
+           "-2, ...); its own derivative is not in the language", singular=0, range_=Range(positive="yes", nonneg="yes")),
     _unary("cos", sp.cos, _capped(mpmath.cos, lambda s: _NAN), "cosine (x in radians)", range_=Range(bounded="yes")),
     _unary("sin", sp.sin, _capped(mpmath.sin, lambda s: _NAN), "sine (x in radians)", range_=Range(bounded="yes")),
     _sugar("relu", "relu(x)", "elementwise", "max(x, 0) with relu'(0) = 0; NaN gives 0 (the select, unlike torch)", _relu, "where(x > 0, x, 0)"),

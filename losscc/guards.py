@@ -7,15 +7,15 @@ Three bundles, run by ``losscc.passes`` after the stable rewrites:
   instead of inf (or 0 * inf = NaN downstream).
 * :data:`BRANCH_GUARDS` -- where(c, f(x), g(x)) evaluates both branches; the gradient of the
   branch not taken is multiplied by zero, and 0 * inf = NaN.  So inside each branch the
-  arguments of operations that are singular somewhere (log, division, sqrt, fractional
-  powers) are replaced by where(c, arg, 1): the same value where the branch is taken, a
+  arguments of operations that are singular somewhere (log and the log-gamma family,
+  division, sqrt, fractional powers) are replaced by where(c, arg, 1): the same value where the branch is taken, a
   harmless 1 where it is not.  Operations that overflow (exp, expm1, cosh, sinh, integer
   powers x**k, k >= 3, powers x**g, g > 1, of an unbounded x, and powers with a symbolic
   exponent) get where(c, arg, 0) (where(c, base, 1) for powers) the same way.
   Arguments that the range analysis proves positive (for the singular operations) or
   bounded or non-positive (for exp) are left alone, so exact formulas stay exact and fast.
 * :data:`EPS_GUARDS` (``guards: {eps: e}`` or ``--eps e``) -- log(a) and a ** -k become
-  log(max(a, e)) and max(a, e) ** -k where the range analysis finds a >= 0 but cannot prove
+  log(max(a, e)) and max(a, e) ** -k (lgamma, digamma and trigamma as log) where the range analysis finds a >= 0 but cannot prove
   a > 0, i.e. where the argument can reach 0.  Arguments proved positive are left exact;
   arguments of unknown sign are left alone too (clamping a negative argument would hide a
   wrong formula, not a rounding problem).  Positive fractional powers (sqrt) need no eps:
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from . import bounded, ir
+from . import bounded, functions, ir
 from .passes import Bundle, Rule
 from .ranges import Ranges
 
@@ -104,7 +104,7 @@ def _guard_untaken(out, ctx):
         if r.positive(base) and r.bounded(base) and r.bounded(ex):
             return None
         return sp.Pow(ir.Where(cond, base, 1), ex)
-    if isinstance(out, sp.log) or isinstance(out, sp.Pow) and out.args[1].is_Number and (
+    if _singular_at_zero(out) or isinstance(out, sp.Pow) and out.args[1].is_Number and (
             out.args[1].is_negative or not out.args[1].is_Integer):
         arg = out.args[0]
         if r.positive(arg) and not (isinstance(out, sp.Pow) and out.args[1] > 1 and not r.bounded(arg)):
@@ -147,8 +147,15 @@ BRANCH_GUARDS = Bundle("branch-guards", (
 # --------------------------------------------------------------------------- eps guards
 
 
+def _singular_at_zero(e) -> bool:
+    """log, lgamma, digamma, trigamma: a unary function whose registry record is singular
+    at an argument of 0 (and, for the log-gamma family, at the negative integers)."""
+    f = functions.of_node(e)
+    return f is not None and f.singular == 0 and f.lowering == "unary"
+
+
 def _eps_target(e):
-    if isinstance(e, sp.log):
+    if _singular_at_zero(e):
         return e.args[0]
     if isinstance(e, ir.log1p):  # log(1 - p) after the log1p rewrite: its log's argument
         return 1 + e.args[0]

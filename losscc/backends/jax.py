@@ -60,6 +60,10 @@ _GATHER_LOG_SOFTMAX = '''def _gather_log_softmax(x, axis, index):
     # 0 where own (x - x), as a constant: its gradient 1 - 1 would meet -rest in `picked`
     return jnp.where(own, 0, shifted) - jnp.log1p(rest)'''
 
+_DIGAMMA = '''def _digamma(x):
+    """digamma(x), -inf at 0 as the other frameworks' kernels (JAX's is NaN there)."""
+    return jnp.where(x == 0, -jnp.inf, jax.scipy.special.digamma(x))'''
+
 _SIGMOID = '''def _sigmoid(x):
     """1 / (1 + exp(-x)) as 1 - sigmoid(-x) above 0: the native kernel's gradient is
     s (1 - s) of the rounded s, 0 where s rounds to 1 (x beyond about 17 in float32, 37 in
@@ -185,6 +189,9 @@ BACKEND = Backend(
         "tanh": "_tanh({x})",  # not jnp.tanh: its gradient is 0 in the tails
         "cosh": "jnp.cosh({x})",
         "atan": "jnp.arctan({x})",
+        "lgamma": "jax.scipy.special.gammaln({x})",
+        "digamma": "_digamma({x})",
+        "trigamma": "jax.scipy.special.polygamma(1, {x})",
         "cos": "jnp.cos({x})",
         "sin": "jnp.sin({x})",
         "erf": "jax.lax.erf({x})",
@@ -237,6 +244,6 @@ BACKEND = Backend(
         "int_dtypes": "(jnp.int32, jnp.int64)",
         "float32": "jnp.float32",
     }),
-    helpers=_freeze({"sigmoid": _SIGMOID, "tanh": _TANH, "expm1": _EXPM1, "clip": _CLIP, "clip_min": _CLIP, "clip_max": _CLIP, "abs": _ABS,
+    helpers=_freeze({"digamma": _DIGAMMA, "sigmoid": _SIGMOID, "tanh": _TANH, "expm1": _EXPM1, "clip": _CLIP, "clip_min": _CLIP, "clip_max": _CLIP, "abs": _ABS,
                      "log_softmax": _LOG_SOFTMAX, "gather_log_softmax": _GATHER_LOG_SOFTMAX}),
 )

@@ -58,6 +58,55 @@ _SUM_ALL = '''def _sum_all(x):
     return x.sum()'''
 
 
+# the log-gamma family in float64: the CPU kernels of digamma (and so lgamma's gradient)
+# compute float64 in float32 (4e-7 relative). For |x| < 1e30: the recurrence to
+# z = y + 10 and the asymptotic series there (truncation below 1e-17), y = x above 0 and
+# 1 - x (the reflection) below; the constants are integers or float64 tensors (a Python
+# float is float32 in MindSpore's float64 arithmetic)
+_GAMMA_SHIFT = '''    pos = x > 0
+    pole = ops.logical_and(ops.logical_not(pos), x == ops.floor(x))  # the kernel's inf, NaN
+    near = ops.logical_and(ops.logical_and(x > -1e30, x < 1e30), ops.logical_not(pole))
+    y = ops.where(near, ops.where(pos, x, 1 - x), ops.ones_like(x))
+    pi = ms.Tensor(3.141592653589793, ms.float64)
+    z = y + 10
+    w = 1 / (z * z)
+    w2, w3 = w * w, w * w * w'''
+_DIGAMMA = '''def _digamma(x):
+    \"\"\"digamma(x); in float64 (the kernel's float64 is float32-accurate) for |x| < 1e30,
+    psi(y + 10) - sum 1 / (y + k) with psi's asymptotic series, y = x or 1 - x.\"\"\"
+    if x.dtype != ms.float64:
+        return ops.digamma(x)
+''' + _GAMMA_SHIFT + '''
+    series = w / 12 - w2 / 120 + w3 / 252 - w2 * w2 / 240 + w2 * w3 / 132
+    series = series - 691 * w3 * w3 / 32760 + w3 * w3 * w / 12
+    acc = 1 / y
+    for k in range(1, 10):
+        acc = acc + 1 / (y + k)
+    psi = ops.log(z) - 1 / (2 * z) - series - acc
+    angle = pi * ops.where(near, x, ops.zeros_like(x))
+    psi = ops.where(pos, psi, psi - pi / ops.tan(angle))
+    return ops.where(near, psi, ops.digamma(x))'''
+_LGAMMA = '''def _lgamma(x):
+    \"\"\"lgamma(x), the kernel's value; in float64 for |x| < 1e30 its gradient is that of
+    Stirling's series at y + 10 less sum log(y + k) (y = x, or 1 - x with the reflection),
+    which is _digamma's: the kernel's gradient is its float32-accurate digamma.\"\"\"
+    if x.dtype != ms.float64:
+        return ops.lgamma(x)
+''' + _GAMMA_SHIFT + '''
+    series = 1 - w / 30 + w2 / 105 - w3 / 140 + w2 * w2 / 99
+    series = (series - 691 * w2 * w3 / 30030 + w3 * w3 / 13) / (12 * z)
+    acc = ops.log(y)
+    for k in range(1, 10):
+        acc = acc + ops.log(y + k)
+    form = (z - 1 / 2) * ops.log(z) - z + series - acc
+    reflected = ops.logical_and(near, ops.logical_not(pos))
+    sine = ops.abs(ops.sin(pi * ops.where(reflected, x, ops.ones_like(x) / 2)))
+    form = ops.where(pos, form, ops.log(pi) - ops.log(sine) - form)
+    value = ops.lgamma(x)
+    kept = ops.stop_gradient(value) + (form - ops.stop_gradient(form))
+    return ops.where(near, kept, value)'''
+
+
 # public attribute names of a mindspore.nn.LossBase instance (tests/test_names.py checks the list)
 _ATTRIBUTES = frozenset("""
     add_flags add_flags_recursive apply arguments_key average bprop_debug buffers cast
@@ -197,6 +246,9 @@ BACKEND = Backend(
         "tanh": "_tanh({x})",  # not ops.tanh: off by 1e-4 in float32, gradient 0 in the tails
         "cosh": "ops.cosh({x})",
         "atan": "ops.atan({x})",
+        "lgamma": "_lgamma({x})",
+        "digamma": "_digamma({x})",
+        "trigamma": "ops.polygamma(ms.Tensor(1), {x})",
         "cos": "ops.cos({x})",
         "sin": "ops.sin({x})",
         "erf": "ops.erf({x})",
@@ -253,6 +305,8 @@ BACKEND = Backend(
     # CPU they lose the value's relative accuracy near 0 (docs/operator_choices.md); the
     # compositions run in float64 (a cast of a float64 tensor is free)
     helpers=_freeze({
+        "lgamma": _LGAMMA,
+        "digamma": _DIGAMMA,
         "log1p": '''def _log1p(x):
     """log(1 + x), accurate near 0: Goldberg's log(1 + x) * x / ((1 + x) - 1), and x where
     1 + x rounds to 1 (the CPU kernel computes log(1 + x)); in float64, since the float32

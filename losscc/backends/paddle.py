@@ -294,6 +294,9 @@ BACKEND = Backend(
         "tanh": "_tanh({x})",  # not paddle.tanh: its gradient is 0 in the tails
         "cosh": "paddle.cosh({x})",
         "atan": "paddle.atan({x})",
+        "lgamma": "paddle.lgamma({x})",
+        "digamma": "paddle.digamma({x})",
+        "trigamma": "paddle.polygamma({x}, 1)",
         "cos": "paddle.cos({x})",
         "sin": "paddle.sin({x})",
         "erf": "paddle.erf({x})",
