@@ -19,6 +19,7 @@ from .rewrites_sums import (
     difference_of_norms,
     is_one,
     log1p_of_sum,
+    log_of_near_one,
     logsumexp_minus_member,
     one_minus_clip,
     one_minus_ratio,
@@ -268,7 +269,8 @@ def _reciprocal(f) -> bool:
 def _log_of_quotient(e, ctx):
     """log(a * b**-k) -> log(a) - k * log(b) where every factor a is proved positive and
     every b non-negative (at b = 0 both sides are +inf, as log(1 / u) = -log(u)): the
-    quotient overflows or underflows where neither log does. Not where every factor is
+    quotient overflows or underflows where neither log does (a / (a + d): log_of_near_one).
+    Not where every factor is
     confined to a range away from 0 (keras' KL divergence of clipped probabilities): the
     quotient cannot overflow there, and near a = b one log is more accurate than the
     difference of two."""
@@ -284,7 +286,8 @@ def _log_of_quotient(e, ctx):
         return None
     logs = [sp.log(f.args[0]) * f.args[1] if isinstance(f, sp.Pow) and f.args[1].is_Number else sp.log(f)
             for f in factors]
-    return sp.Add(*logs)
+    return log_of_near_one(factors, ctx.ranges) or sp.Add(*logs)
+
 
 
 def _squared_norm(n, axis):

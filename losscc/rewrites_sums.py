@@ -3,7 +3,8 @@
 `one-minus-ratio` (1 - n/d with n part of d), `one-minus-clip` (c - clip(x, lo, c - eps)),
 `logsumexp-minus-member` (logsumexp(x) - x[k]), `softplus-pair` (a softplus(-u) + b softplus(u)),
 `relative-difference` ((k T + R) / |T|, whose gradient in T cancels), `difference-of-norms`
-(|u| - |v| sharing a term) and `sum-into-static-select` (which lets such a pair meet in a branch
+(|u| - |v| sharing a term), log(a / (a + d)) as -log1p(d / a) inside `log-of-quotient`,
+and `sum-into-static-select` (which lets such a pair meet in a branch
 of a select on boolean hyperparameters); registered with the others in
 :data:`losscc.rewrites.STABILITY`, proved in ``tests/test_rewrites.py``.
 """
@@ -378,3 +379,19 @@ def log1p_of_sum(e, ctx):
             return ir.Where(sp.StrictGreaterThan(rest, sp.Rational(-1, 2)), ir.log1p(rest), ctx.keep(e))
         return ir.log1p(rest)
     return None
+
+
+def log_of_near_one(factors, ranges):
+    """log(a / (a + d)) of `log-of-quotient`, d what is left of the denominator without a:
+    where |d| < a its two logs nearly cancel (theta * log(theta / (theta + mu)) of a negative
+    binomial is 0 in float32 at theta = 1e6, mu = 0.5) and -log1p(d / a) does not; the logs
+    elsewhere.  None unless the factors are a and 1 / (a + d) with a a term of the sum."""
+    if len(factors) != 2 or not any(isinstance(f, sp.Pow) and f.args[1] == -1 for f in factors):
+        return None
+    inv = 0 if isinstance(factors[0], sp.Pow) and factors[0].args[1] == -1 else 1
+    a, b = factors[1 - inv], factors[inv].args[0]
+    d = sp.Add(b, -a)  # flattening cancels a term a of b; nothing else is simplified
+    if a.is_number or ir.tree_size(d) >= ir.tree_size(b):
+        return None
+    near = sp.StrictLessThan(d if ranges.nonneg(d) else sp.Abs(d), a, evaluate=False)
+    return ir.Where(near, -ir.log1p(d / a), sp.log(a) - sp.log(b))

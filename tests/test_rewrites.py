@@ -733,6 +733,14 @@ def test_log_of_quotient_is_an_identity_for_positive_factors():
     assert rule.apply(sp.log(ir.Clip(b_, sp.Float(1e-7), 1) / (1 + a_)), ctx) is not None
     m, n = sp.Symbol("m", negative=True), sp.Symbol("n", negative=True)
     assert sp.simplify(sp.log(m / n) - sp.log(m) + sp.log(n)) != 0  # the identity needs the facts
+    # a / (a + d): -log1p(d / a) where |d| < a (no two nearly equal logs), the logs elsewhere
+    for before, d in ((sp.log(a_ / (a_ + 1 + sp.exp(xs))), 1 + sp.exp(xs)), (sp.log(a_ / (a_ + b_)), b_)):
+        after = rule.apply(before, ctx)
+        assert isinstance(after, ir.Where) and after.args[1] == -ir.log1p(d / a_), after
+        assert after.args[2] == sp.log(a_) - sp.log(a_ + d)
+        for branch in after.args[1:]:
+            proof = (before - branch).subs({a_: p, sp.exp(xs): q, b_: q}).rewrite(sp.log)
+            assert sp.simplify(sp.expand_log(proof, force=True)) == 0, branch
 
 
 def test_log_range_rewrites_preserve_the_value():
