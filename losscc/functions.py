@@ -195,7 +195,7 @@ FUNCTIONS: tuple[Function, ...] = (
     _unary("digamma", gamma.digamma, gamma.mp_digamma, "the derivative of lgamma(x) (-inf at 0, NaN at -1, -2, ...)",
            singular=0),
     _unary("trigamma", gamma.trigamma, gamma.mp_trigamma, "the derivative of digamma(x), > 0 (+inf at 0, -1, "
-           "-2, ...); its own derivative is not in the language", singular=0, range_=Range(positive="yes", nonneg="yes")),
+           "-2, ...); differentiable, but its derivative is no function here (backward: custom falls back)", singular=0, range_=Range(positive="yes", nonneg="yes")),
     _unary("cos", sp.cos, _capped(mpmath.cos, lambda s: _NAN), "cosine (x in radians)", range_=Range(bounded="yes")),
     _unary("sin", sp.sin, _capped(mpmath.sin, lambda s: _NAN), "sine (x in radians)", range_=Range(bounded="yes")),
     _sugar("relu", "relu(x)", "elementwise", "max(x, 0) with relu'(0) = 0; NaN gives 0 (the select, unlike torch)", _relu, "where(x > 0, x, 0)"),
