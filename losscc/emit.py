@@ -245,7 +245,7 @@ def render_tree(specs: list[Spec], backends: tuple[Backend, ...] | None = None,
     """All generated files, relative path -> text; raise SpecError with every problem
     (including `problems` found by earlier stages).  `package`: backend name -> the module
     names its ``__init__`` lists (default: those of `specs`); `warnings`, when given,
-    receives W310 for each backend where ``backward: custom`` keeps autograd."""
+    receives the continuity warnings and W310 (``backward: custom`` keeping autograd)."""
     backends = backends or all_backends()
     files: dict[str, str] = {}
     problems = list(problems or [])
@@ -261,7 +261,10 @@ def render_tree(specs: list[Spec], backends: tuple[Backend, ...] | None = None,
                 RecursionError, NotImplementedError) as exc:
             problems.append(internal_error(spec, exc))
     problems += package_clashes(specs, package)
-    if warnings is not None:
+    if warnings is not None:  # W301/W302 on the programs prepare built, then W310
+        from .lint import continuity
+
+        warnings += [w for s in specs if s.name in prepared for w in continuity(prepared[s.name].prog)]
         warnings += fallback_warnings([s for s in specs if s.name in prepared], backends, prepared)
     if problems:
         raise SpecError(problems)
@@ -364,7 +367,7 @@ class Build:
     full: bool          # the whole tree is in scope (every configured spec and backend)
     out: Path           # the output folder, resolved
     out_rel: str        # the output folder relative to the project root
-    warnings: list      # W310: where `backward: custom` keeps autograd
+    warnings: list      # W301/W302 (continuity) and W310 (`backward: custom` keeping autograd)
 
 
 def build(project: Project, spec_args: list[str], output: str | None = None, eps: float | None = None,
