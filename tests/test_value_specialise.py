@@ -66,7 +66,9 @@ def test_the_test_reads_the_python_value(backend):
     code = compile_spec(_spec("smooth_l1"), get(backend))
     lines = [ln.strip() for ln in code.splitlines()]
     flag = lines.index("beta_zero = beta == 0")
-    wrap = next(k for k, ln in enumerate(lines) if ln.startswith("beta = ") and ln != "beta = delta")
+    # the first line that makes beta a tensor (not the alias, not the Python-number conversion)
+    wrap = next(k for k, ln in enumerate(lines) if ln.startswith("beta = ")
+                and ln not in ("beta = delta", "beta = float(beta)"))
     assert flag < wrap and "if beta_zero:" in lines
 
 
