@@ -29,7 +29,6 @@ _TYPE_TESTS = {
            " or (not isinstance({n}, numbers.Integral) and not float({n}).is_integer())",
     "bool": "type({n}).__name__ not in (\"bool\", \"bool_\")",
 }
-_CONVERT = {"float": "float", "int": "int", "bool": "bool"}
 _ARTICLE = {"float": "a float", "int": "an int", "bool": "a bool"}
 
 
@@ -68,7 +67,7 @@ def check_lines(spec: Spec) -> list[str]:
 def convert_lines(spec: Spec) -> list[str]:
     """The lines after ``_check``: each hyperparameter as a Python number (a NumPy scalar is
     no constant a graph compiler takes); one line each, whatever the names' length."""
-    return [f"{p.name} = {_CONVERT[p.kind]}({p.name})" for p in spec.params]
+    return [f"{p.name} = {p.kind}({p.name})" for p in spec.params]  # a kind is its Python type's name
 
 
 def clip_order_lines(spec: Spec, loss) -> list[str]:

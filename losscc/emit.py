@@ -25,6 +25,7 @@ from .backends import Backend, all_backends
 from .backward_emit import custom_context, fallback_warnings
 from .backends import get as get_backend
 from .errors import Diagnostic, Location, SpecError, printable
+from .lint import continuity
 from .outtree import Report
 from .pipeline import lower, prepare
 from .project import Project, inside, project_relative, require_inside
@@ -262,8 +263,6 @@ def render_tree(specs: list[Spec], backends: tuple[Backend, ...] | None = None,
             problems.append(internal_error(spec, exc))
     problems += package_clashes(specs, package)
     if warnings is not None:  # W301/W302 on the programs prepare built, then W310
-        from .lint import continuity
-
         warnings += [w for s in specs if s.name in prepared for w in continuity(prepared[s.name].prog)]
         warnings += fallback_warnings([s for s in specs if s.name in prepared], backends, prepared)
     if problems:

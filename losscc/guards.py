@@ -8,15 +8,15 @@ Three bundles, run by ``losscc.passes`` after the stable rewrites:
 * :data:`BRANCH_GUARDS` -- where(c, f(x), g(x)) evaluates both branches; the gradient of the
   branch not taken is multiplied by zero, and 0 * inf = NaN.  So inside each branch the
   arguments of operations that are singular somewhere (log and the log-gamma family,
-  division, sqrt, fractional powers) are replaced by where(c, arg, 1): the same value where the branch is taken, a
-  harmless 1 where it is not.  Operations that overflow (exp, expm1, cosh, sinh, integer
+  division, sqrt, fractional powers) are replaced by where(c, arg, 1): the same value
+  where the branch is taken, a harmless 1 where it is not.  Operations that overflow (exp, expm1, cosh, sinh, integer
   powers x**k, k >= 3, powers x**g, g > 1, of an unbounded x, and powers with a symbolic
   exponent) get where(c, arg, 0) (where(c, base, 1) for powers) the same way.
   Arguments that the range analysis proves positive (for the singular operations) or
   bounded or non-positive (for exp) are left alone, so exact formulas stay exact and fast.
 * :data:`EPS_GUARDS` (``guards: {eps: e}`` or ``--eps e``) -- log(a) and a ** -k become
-  log(max(a, e)) and max(a, e) ** -k (lgamma, digamma and trigamma as log) where the range analysis finds a >= 0 but cannot prove
-  a > 0, i.e. where the argument can reach 0.  Arguments proved positive are left exact;
+  log(max(a, e)) and max(a, e) ** -k (lgamma, digamma and trigamma as log) where the
+  range analysis finds a >= 0 but cannot prove a > 0, i.e. where the argument can reach 0.  Arguments proved positive are left exact;
   arguments of unknown sign are left alone too (clamping a negative argument would hide a
   wrong formula, not a rounding problem).  Positive fractional powers (sqrt) need no eps:
   their value at 0 is exact and gradient-guard-pow keeps the derivative finite.

@@ -270,10 +270,9 @@ def _log_of_quotient(e, ctx):
     """log(a * b**-k) -> log(a) - k * log(b) where every factor a is proved positive and
     every b non-negative (at b = 0 both sides are +inf, as log(1 / u) = -log(u)): the
     quotient overflows or underflows where neither log does (a / (a + d): log_of_near_one).
-    Not where every factor is
-    confined to a range away from 0 (keras' KL divergence of clipped probabilities): the
-    quotient cannot overflow there, and near a = b one log is more accurate than the
-    difference of two."""
+    Not where every factor is confined to a range away from 0 (keras' KL divergence of
+    clipped probabilities): the quotient cannot overflow there, and near a = b one log is
+    more accurate than the difference of two."""
     if not (isinstance(e, sp.log) and isinstance(e.args[0], sp.Mul)):
         return None
     factors = e.args[0].args
@@ -284,10 +283,9 @@ def _log_of_quotient(e, ctx):
     if not all(f.is_number and f.is_positive or not f.is_number and (
             ctx.ranges.positive(f) or _reciprocal(f) and ctx.ranges.nonneg(f.args[0])) for f in factors):
         return None
-    logs = [sp.log(f.args[0]) * f.args[1] if isinstance(f, sp.Pow) and f.args[1].is_Number else sp.log(f)
-            for f in factors]
-    return log_of_near_one(factors, ctx.ranges) or sp.Add(*logs)
-
+    return log_of_near_one(factors, ctx.ranges) or sp.Add(*(
+        sp.log(f.args[0]) * f.args[1] if isinstance(f, sp.Pow) and f.args[1].is_Number else sp.log(f)
+        for f in factors))
 
 
 def _squared_norm(n, axis):
