@@ -26,6 +26,7 @@ from .rewrites_sums import (
     product_of_exps,
     ratio_near_one,
     relative_difference,
+    softplus_linear,
     softplus_pair,
     sum_into_static_select,
 )
@@ -379,6 +380,9 @@ STABILITY = (
     Rule("softplus-pair", "a * softplus(-u) + b * softplus(u) (cross-entropy from logits) is "
             "(a + b) * softplus(-|u|) + a * max(-u, 0) + b * max(u, 0): terms >= 0, and d/da - d/db "
             "is -u exactly where the pair cancels it near log(2)", softplus_pair),
+    Rule("softplus-linear", "a * softplus(v) + c * v cancels a v against c v where v is large (the "
+            "logistic loss x - x z + log(1 + exp(-x))); a * softplus(-|v|) + where(v > 0, (a + c) v, c v) "
+            "does not", softplus_linear),
     Rule("log-add-exp", "log(exp(a) + exp(b)) overflows; the larger argument plus softplus of the "
             "difference does not", _log_add_exp),
     Rule("product-of-exps", "exp(a) * exp(b) overflows where exp(a + b) does not; a product with a sum "

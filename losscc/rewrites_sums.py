@@ -2,7 +2,7 @@
 
 `one-minus-ratio` (1 - n/d with n part of d), `one-minus-clip` (c - clip(x, lo, c - eps)),
 `logsumexp-minus-member` (logsumexp(x) - x[k]), `softplus-pair` (a softplus(-u) + b softplus(u)),
-`relative-difference` ((k T + R) / |T|, whose gradient in T cancels), `difference-of-norms`
+`softplus-linear` (a softplus(v) + c v), `relative-difference` ((k T + R) / |T|, whose gradient in T cancels), `difference-of-norms`
 (|u| - |v| sharing a term), log(a / (a + d)) as -log1p(d / a) inside `log-of-quotient`,
 and `sum-into-static-select` (which lets such a pair meet in a branch
 of a select on boolean hyperparameters); registered with the others in
@@ -214,6 +214,42 @@ def softplus_pair(e, ctx):
                           ir.Where(positive, b * u, -a * u), *rest)
     return None
 
+
+def softplus_linear(e, ctx):
+    """a softplus(v) + c v -> a softplus(-|v|) + where(v > 0, (a + c) v, c v), the terms of c v
+    anywhere in the sum; a softplus(-v) + rest where c = -a.
+
+    softplus(v) = v + softplus(-v) for v > 0: where v is large the written sum cancels a v
+    against c v (the logistic loss x - x z + log(1 + exp(-x)) is 0 at x = -30 in float32
+    where it is 9.4e-14; -softplus(-u) - u likewise), and the derivative a sigmoid(v) + c
+    cancels to an ulp of a.  Here a + c is formed symbolically (z where the written terms
+    are 1 and z - 1).  Not where v <= 0 is known (nothing cancels there) nor where a and c
+    are numbers of one sign."""
+    if not isinstance(e, sp.Add):
+        return None
+    for t in e.args:
+        sps = [f for f in sp.Mul.make_args(t) if isinstance(f, ir.softplus)]
+        if len(sps) != 1:
+            continue
+        a, v = t / sps[0], sps[0].args[0]
+        rest = sp.Add(*[r for r in e.args if r is not t])
+        parts = [w.as_coeff_Mul() for w in sp.Add.make_args(v) if not w.is_number]
+        if a.has(ir.softplus) or not parts:
+            continue
+        cs = {rest.coeff(m) / k for k, m in parts}
+        c = cs.pop()
+        if cs or c == 0 or c.has(ir.softplus) or (c.is_number and a.is_number and a * c > 0):
+            continue
+        left = sp.Add(rest, *[-ci * w for ci in sp.Add.make_args(c) for w in sp.Add.make_args(v)])
+        if any(left.coeff(m) != 0 for _, m in parts) or ctx.ranges.nonneg(-v):
+            continue
+        if (a + c) == 0:
+            return sp.Add(a * ir.softplus(-v), left)
+        if ctx.ranges.nonneg(v):
+            return sp.Add(a * ir.softplus(-v), (a + c) * v, left)
+        pos = sp.StrictGreaterThan(v, 0)
+        return sp.Add(a * ir.softplus(ir.Where(pos, -v, v)), ir.Where(pos, (a + c) * v, c * v), left)
+    return None
 
 def _scale(d):
     """(T, c, signed) when d is T itself (signed), |T| or max(c, |T|) with a number c > 0."""

@@ -157,6 +157,7 @@ ELEMENTWISE_TRIGGERS = {
     "softplus": [sp.log(1 + sp.exp(GENERIC)), sp.log(sp.exp(x) + 1), sp.log(1 + sp.exp(-x)), ir.log1p(sp.exp(x))],
     "log-of-exp-product": [sp.log(3 * sp.exp(GENERIC)), sp.log(y * sp.exp(x)), sp.log(sp.exp(x) / 7)],
     "log-of-reciprocal": [sp.log(1 / (1 + sp.exp(-x))), sp.log(1 / GENERIC), sp.log(1 / ir.sigmoid(x))],
+    "softplus-linear": [-ir.softplus(-x) - x, 3 * ir.softplus(2 * x) - 6 * x + y],  # c = -a: no select
 }
 
 
@@ -498,6 +499,38 @@ def test_softplus_pair_is_an_identity_on_each_sign(before):
     assert sp.simplify((elementary(before).subs(x, p) - wrong).rewrite(sp.exp)) != 0
 
 
+@pytest.mark.parametrize("before", [ir.softplus(-x) + x - x * y, ir.softplus(x) - 2 * x,
+                                    ir.softplus(x + 1) - x * y - y, y * ir.softplus(x) - x])
+def test_softplus_linear_is_an_identity_on_each_sign(before):
+    """a softplus(v) + c v = a softplus(-|v|) + where(v > 0, (a + c) v, c v) on each side of
+    v = 0, in value and derivative; proved with each select decided by the side."""
+    after = RULES["softplus-linear"].apply(before, BARE)
+    assert after is not None and after.has(ir.Where)
+    v = next(iter(after.atoms(ir.softplus))).args[0].args[0].lhs  # where(v > 0, -v, v)
+    p = sp.Symbol("p", positive=True)
+    (k, m), = [w.as_coeff_Mul() for w in sp.Add.make_args(v) if not w.is_number]
+    rest = v - k * m  # v = k m + rest; m = x or y: solve v = +-p for m
+
+    def on_side(e, positive):
+        return e.replace(lambda n: isinstance(n, ir.Where), lambda n: n.args[1] if positive else n.args[2])
+    for positive in (True, False):
+        at = {m: ((p if positive else -p) - rest) / k}
+        b, a = elementary(before), elementary(on_side(after, positive))
+        for d in (b - a, sp.diff(b - a, x), sp.diff(b - a, y)):
+            assert sp.simplify(d.subs(at).rewrite(sp.exp)) == 0, (before, positive, d)
+    wrong = elementary(on_side(after, True)).subs(at) + p  # the check can fail
+    assert sp.simplify((elementary(before).subs(at) - wrong).rewrite(sp.exp)) != 0
+
+
+def test_softplus_linear_needs_one_coefficient_of_every_term():
+    rule = RULES["softplus-linear"]
+    assert rule.apply(ir.softplus(x) + 2 * x, BARE) is None         # a, c > 0: nothing cancels
+    assert rule.apply(ir.softplus(x - y) - x, BARE) is None         # y's coefficient is 0, x's -1
+    assert rule.apply(ir.softplus(x) - x**2, BARE) is None          # not linear in v
+    assert rule.apply(ir.softplus(x) * ir.softplus(y) - x, BARE) is None
+    assert rule.apply(ir.softplus(-sp.Abs(x)) + sp.Abs(x), BARE) is None  # v <= 0 is known
+
+
 def test_softplus_pair_needs_opposite_arguments():
     rule = RULES["softplus-pair"]
     assert rule.apply(y * ir.softplus(x) + ir.softplus(y), BARE) is None
@@ -565,7 +598,7 @@ def test_one_minus_cosine_refuses_what_is_not_a_cosine():
 
 def test_every_rule_has_a_symbolic_proof():
     assert set(ELEMENTWISE_TRIGGERS) | set(SIGNED_TRIGGERS) | set(SIDED_TRIGGERS) | set(TENSOR_TRIGGERS) \
-        | set(BRANCHED_TRIGGERS) | {"one-minus-cosine", "one-minus-clip", "softplus-pair", "relative-difference",
+        | set(BRANCHED_TRIGGERS) | {"one-minus-cosine", "one-minus-clip", "softplus-pair", "softplus-linear", "relative-difference",
                                    "difference-of-norms", "sum-into-static-select", "into-static-select", "product-of-exps",
                                    "power-minus-constant"} == set(RULES)
 
@@ -817,6 +850,8 @@ NUMERIC_TRIGGERS = {
     "log1p": ["loss = log(1 + x**2)", "loss = log(1 + t)", "loss = log(1 + t * exp(x))"],
     "softplus": ["loss = log(1 + exp(x))", "loss = t * log(exp(-x) + 1)",
                  "loss = log1p(exp(2 * x))"],
+    "softplus-linear": ["loss = x - x * t + log(1 + exp(-x))", "loss = log(sigmoid(x)) - x",
+                        "loss = t * log(1 + exp(x + 1)) - 2 * t * x - 2 * t"],
     "softplus-pair": ["loss = -(t * log(sigmoid(x)) + (1 - t) * log(1 - sigmoid(x)))",
                       "loss = t**2 * softplus(-x * t) + 3 * softplus(x * t) + x"],
     "log-add-exp": ["loss = log(exp(x) + exp(t))", "loss = log(exp(x * t) + exp(-x))"],
@@ -881,7 +916,7 @@ def test_fired_records_are_pairs_of_equal_values():
                      " + x * (1 - t / (t + x**2 + 1)) + t * (logsumexp(x, axis=C) - x[y])"
                      " + x * log(1 - clip(t, 1e-7, 1 - 1e-7)) + abs(x - t) / max(abs(t), 1e-7)"
                      " + norm(x - t, axis=C) - norm(x + 1, axis=C) + t * (sqrt(1 + x**2) - 1)"
-                     " + (t + exp(x)) / exp(2 * x)")
+                     " + (t + exp(x)) / exp(2 * x) + t * (log(1 + exp(x - t)) - x + t) - x * t")
     prog = build_program(spec)
     fired = []
     optimize(prog.loss, fired=fired)
