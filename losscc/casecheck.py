@@ -10,7 +10,9 @@ return messages; the callers attach positions and codes.
 
 from __future__ import annotations
 
+import ast
 import math
+from functools import lru_cache
 from typing import Any
 
 from . import limits
@@ -158,10 +160,49 @@ def check_expected(name: str, v: Any, where: str) -> None:
 REFERENCE_BASE_DPS = 40
 
 
-def reference_digits(magnitude: float) -> int:
-    """Working digits the reference evaluator needs for inputs up to `magnitude`: enough
-    that exp(-|x|) still counts next to 1 (1 - sigmoid(1000) must not cancel to 0)."""
-    return int(REFERENCE_BASE_DPS + min(magnitude, 1e6) / 2.3)
+def reference_digits(magnitude: float, exponential: bool = True) -> int:
+    """Working digits the reference evaluator needs for inputs up to `magnitude`.  Where the
+    formula has an exponential function (the registry's `exponential`), enough that
+    exp(-|x|) still counts next to 1 (1 - sigmoid(1000) must not cancel to 0): |x| / 2.3
+    more; elsewhere a difference of two terms of size |x| (x**2 - (x - 1)**2, lgamma(x + y)
+    - lgamma(x)) loses log10 |x| digits: 1.3 log10 |x| more."""
+    if exponential:
+        return int(REFERENCE_BASE_DPS + min(magnitude, 1e6) / 2.3)
+    return int(REFERENCE_BASE_DPS + 1.3 * math.log10(max(magnitude, 1.0)))
+
+
+def _numeric(node) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+
+
+@lru_cache(maxsize=256)
+def _exponential(texts: tuple[str, ...], params: frozenset[str]) -> bool:
+    from .functions import BY_NAME
+
+    for text in texts:
+        try:
+            tree = ast.parse("(" + text + "\n)", mode="eval")
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return True  # the parser reports it; no cheaper rule is known to hold
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Call):
+                records = BY_NAME.get(n.func.id) if isinstance(n.func, ast.Name) else None
+                if records is None or any(f.exponential for f in records):
+                    return True  # an exponential function, or another spec's formula
+            elif isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) and not _numeric(n.right) \
+                    and not (isinstance(n.right, ast.Name) and n.right.id in params):
+                return True  # b ** u = exp(u log b) for u computed from inputs
+    return False
+
+
+def exponential(spec) -> bool:
+    """Whether `spec`'s formula (its bindings and reduction denominators) may take an
+    exponential function of its inputs, for :func:`reference_digits`."""
+    texts = [b.text for b in spec.bindings]
+    texts += [r.denominator.text for r in getattr(spec, "reductions", ()) if r.denominator is not None]
+    return _exponential(tuple(texts), frozenset(p.name for p in spec.params))
 
 
 def check_reference_cost(spec, inputs: dict, needs_gradients: bool) -> None:
@@ -170,7 +211,7 @@ def check_reference_cost(spec, inputs: dict, needs_gradients: bool) -> None:
     entry costs two evaluations of the whole case)."""
     values = [abs(x) for v in inputs.values() if v is not None for x in flat(v)]
     big = max(values, default=0.0)
-    need = reference_digits(big)
+    need = reference_digits(big, exponential(spec))
     if need > limits.MAX_REFERENCE_DPS:
         raise CaseProblem(f"an input of magnitude {big:.6g} needs {need} digits in the reference evaluator, "
                           f"above the limit 'reference_dps' ({limits.MAX_REFERENCE_DPS})")

@@ -76,6 +76,8 @@ class Function:
     singular: int | None = None       # a constant argument of this value is refused (E203)
     section: str = "elementwise"      # the function list's group
     keywords: tuple[str, ...] = ()    # keyword arguments beside axis= (constants or parameters)
+    exponential: bool = False         # exp(-|x|) of its argument counts next to 1: the reference
+    #                                   needs |x| / 2.3 more digits (losscc.casecheck.reference_digits)
 
 
 # ------------------------------------------------------------------ mpmath evaluators
@@ -171,22 +173,22 @@ _NONNEG = Range(nonneg="yes")
 _ARG = Range(positive="arg", nonneg="arg", bounded="arg")
 
 FUNCTIONS: tuple[Function, ...] = (
-    _unary("exp", sp.exp, mp_exp, "e to the power x", range_=_NONNEG),
+    _unary("exp", sp.exp, mp_exp, "e to the power x", range_=_NONNEG, exponential=True),
     _unary("log", sp.log, mp_log, "natural logarithm (-inf at 0, nan below)", singular=0),
     _unary("log1p", ir.log1p, mp_log1p, "log(1 + x), accurate near 0", singular=-1),
-    _unary("expm1", ir.expm1, _capped(mpmath.expm1, lambda s: mpmath.inf if s > 0 else -1), "exp(x) - 1, accurate near 0"),
+    _unary("expm1", ir.expm1, _capped(mpmath.expm1, lambda s: mpmath.inf if s > 0 else -1), "exp(x) - 1, accurate near 0", exponential=True),
     _sugar("sqrt", "sqrt(x)", "elementwise", "square root (its gradient at 0 is guarded to 0)",
            sp.sqrt, "x**(1/2)", ops=("sqrt", "rsqrt")),
     _unary("abs", sp.Abs, METHOD, "absolute value; abs'(0) = 0", build=ir.real_abs,
            range_=Range(nonneg="yes", bounded="arg")),
-    _unary("sigmoid", ir.sigmoid, mp_sigmoid, "1 / (1 + exp(-x))", range_=Range(nonneg="yes", bounded="yes")),
-    _unary("softplus", ir.softplus, mp_softplus, "log(1 + exp(x)), without overflow", range_=_NONNEG),
+    _unary("sigmoid", ir.sigmoid, mp_sigmoid, "1 / (1 + exp(-x))", range_=Range(nonneg="yes", bounded="yes"), exponential=True),
+    _unary("softplus", ir.softplus, mp_softplus, "log(1 + exp(x)), without overflow", range_=_NONNEG, exponential=True),
     _sugar("log_sigmoid", "log_sigmoid(x)", "elementwise", "log(sigmoid(x)), finite for any x",
-           lambda x: -ir.softplus(-x), "-softplus(-x)"),
-    _unary("tanh", hyperbolic.tanh, _capped(mpmath.tanh, mpmath.mpf), "hyperbolic tangent", range_=Range(bounded="yes")),
-    _unary("cosh", hyperbolic.cosh, _capped(mpmath.cosh, lambda s: mpmath.inf), "hyperbolic cosine"),
+           lambda x: -ir.softplus(-x), "-softplus(-x)", exponential=True),
+    _unary("tanh", hyperbolic.tanh, _capped(mpmath.tanh, mpmath.mpf), "hyperbolic tangent", range_=Range(bounded="yes"), exponential=True),
+    _unary("cosh", hyperbolic.cosh, _capped(mpmath.cosh, lambda s: mpmath.inf), "hyperbolic cosine", exponential=True),
     _unary("erf", sp.erf, _capped(mpmath.erf, mpmath.mpf), "error function, 2 / sqrt(pi) * integral of exp(-t**2) from 0 to x",
-           range_=Range(bounded="yes")),
+           range_=Range(bounded="yes"), exponential=True),
     _unary("atan", sp.atan, _capped(mpmath.atan, lambda s: s * mpmath.pi / 2),
            "inverse tangent, in radians between -pi/2 and pi/2 (CIoU's aspect term)",
            range_=Range(positive="arg", nonneg="arg", bounded="yes")),
@@ -222,10 +224,10 @@ FUNCTIONS: tuple[Function, ...] = (
     _reduce("max", ir.ReduceMax, "amax", "largest entry along the axis; ties share the gradient evenly", _ARG),
     _sugar("min", "min(x, axis=C)", "reduce", "smallest entry along the axis", lambda x, a: -ir.ReduceMax(-x, a),
            "-max(-x, axis=C)", axis=True, section="axis"),
-    _reduce("logsumexp", ir.LogSumExp, "logsumexp", "log(sum(exp(x), axis=C)), without overflow"),
+    _reduce("logsumexp", ir.LogSumExp, "logsumexp", "log(sum(exp(x), axis=C)), without overflow", exponential=True),
     _reduce("softmax", ir.Softmax, "softmax", "exp(x) / sum(exp(x), axis=C); keeps the axis",
-            Range(nonneg="yes", bounded="yes"), rule="keep"),
-    _reduce("log_softmax", ir.LogSoftmax, "log_softmax", "x - logsumexp(x, axis=C); keeps the axis", rule="keep"),
+            Range(nonneg="yes", bounded="yes"), rule="keep", exponential=True),
+    _reduce("log_softmax", ir.LogSoftmax, "log_softmax", "x - logsumexp(x, axis=C); keeps the axis", rule="keep", exponential=True),
     _sugar("norm", "norm(x, axis=C)", "reduce", "Euclidean (L2) norm over the axis; its gradient at a zero "
            "vector is 0 (the guard of sqrt)", _norm, "sqrt(sum(x**2, axis=C))", axis=True, section="axis",
            variadic_axis=True),

@@ -26,7 +26,7 @@ import numpy as np
 import sympy as sp
 
 from . import limits
-from .casecheck import reference_digits
+from .casecheck import exponential, reference_digits
 from .parse import Program
 from .refarrays import Layout, infer_sizes, place, slopes_differ, to_mp
 from .refeval import Evaluator, ReferenceCost
@@ -39,16 +39,17 @@ DPS = 40
 _H = mpmath.mpf(10) ** -15  # relative step of the differences
 
 
-def digits_for(inputs: dict, learnable: dict) -> int:
-    """Working precision: DPS digits, plus enough that exp(-|x|) still counts next to 1
-    (1 - sigmoid(1000) must not cancel to 0), for the largest input magnitude."""
+def digits_for(inputs: dict, learnable: dict, spec=None) -> int:
+    """Working precision for the largest input magnitude: DPS digits, plus what
+    casecheck.reference_digits asks for the spec's formula (all of it if `spec` is None:
+    enough that exp(-|x|) still counts next to 1)."""
     big = 0.0
     for v in list(inputs.values()) + list(learnable.values()):
         if v is not None:
             a = np.asarray(v, dtype=float)
             if a.size:
                 big = max(big, float(np.max(np.abs(a))))
-    return reference_digits(big)
+    return reference_digits(big, spec is None or exponential(spec))
 
 
 
@@ -58,7 +59,7 @@ def reference_work(prog: Program, inputs: dict, learnable: dict, runs: int, max_
     distinct node of the loss at its own axes: a pairwise node over N and M holds N * M)
     times `runs` evaluations times the cost of one operation at its working digits,
     dps**2 / 40 (measured: 500 digits cost 13x 83 digits per element, not 6x)."""
-    dps = min(digits_for(inputs, learnable), max_dps or limits.MAX_REFERENCE_DPS)
+    dps = min(digits_for(inputs, learnable, prog.spec), max_dps or limits.MAX_REFERENCE_DPS)
     return dps * dps // 40 * _elements(prog, inputs) * runs
 
 
@@ -121,7 +122,7 @@ def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None 
     entry that moves a per-element loss larger than that (infinite in the dtype) is a kink:
     no computation in the dtype has its gradient there (exp(v) / 2 at exp(v) = 5e38)."""
     learnable = learnable or {}
-    dps = min(digits_for(inputs, learnable), max_dps or limits.MAX_REFERENCE_DPS)
+    dps = min(digits_for(inputs, learnable, prog.spec), max_dps or limits.MAX_REFERENCE_DPS)
     names = grad_of if grad_of is not None else [
         i.name for i in prog.spec.inputs if i.dtype == "float" and inputs.get(i.name) is not None
     ] + [lr.name for lr in prog.spec.learnable]
@@ -304,7 +305,7 @@ def _gradient_condition(prog: Program, inputs: dict, params: dict, learnable: di
     CONDITION_WORK: the Hessian gives way to probes, and probes to fewer, where they would
     pass it; where one probe would, every C_i is 0 (no allowance: the stricter check)."""
     learnable = learnable or {}
-    dps = min(digits_for(inputs, learnable), max_dps or limits.MAX_REFERENCE_DPS) + 30
+    dps = min(digits_for(inputs, learnable, prog.spec), max_dps or limits.MAX_REFERENCE_DPS) + 30
     n = sum(np.size(learnable[m] if m in learnable else inputs[m]) for m in names)
     per_run = _elements(prog, inputs) * (dps * dps // 40)  # reference_work's unit
     exact = n <= _EXACT_CONDITION and 2 * n * (n + 1) * per_run <= CONDITION_WORK

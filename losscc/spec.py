@@ -113,7 +113,7 @@ def _build(root: Node, text: str, path: str, sha256: str, out: Collector) -> Spe
     default_reduction = read_default_reduction(r, top, reductions)
     guards = read_guards(r, top)
     cases = read_cases(r, top, path)
-    check_cases(out, cases, inputs, params, reductions)
+    check_cases(out, cases, inputs, params, reductions, bindings)
     references = read_references(r, top, path)
     dropin = read_dropin(r, top, name, inputs, params, learnable)
     backward = _backward(r, top)

@@ -77,6 +77,8 @@ class _SpecView:
 
     inputs: tuple
     params: tuple
+    bindings: tuple
+    reductions: tuple
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)
@@ -87,10 +89,10 @@ class _SpecView:
 
 
 def check_cases(out: Collector, cases: list[Case], inputs: list[Input], params: list[Param],
-                reductions: list[ReductionDef]) -> None:
+                reductions: list[ReductionDef], bindings: list) -> None:
     """Names, then values: shapes against the declared shapes, int labels against their
     domains, parameter kinds and bounds (E117), before anything evaluates a case."""
-    view = _SpecView(tuple(inputs), tuple(params))
+    view = _SpecView(tuple(inputs), tuple(params), tuple(bindings), tuple(reductions))
     names = {i.name for i in inputs}
     for n, c in enumerate(cases):
         where = f"cases[{n}]"
