@@ -21,6 +21,8 @@ class OperatorLowering:
     """Selections and tensor operators; the bookkeeping (emit, op, value, ...) is the
     subclass's, :class:`losscc.lower.Lowerer`."""
 
+    zero_terms: frozenset = frozenset()  # selects whose 0 branch may stay a number (losscc.selects)
+
     # ---------------------------------------------------------------- selections
     def static_part(self, c):
         """The first sub-condition of `c` that :meth:`is_flag` (a Python bool) when `c` also
@@ -135,8 +137,7 @@ class OperatorLowering:
         c0 = pairs[0].cond
         if any(self.is_flag(p.cond) for p in pairs):
             axes = self.typeof(e).axes
-            root = e is getattr(self, "root", None)
-            pairs = [sp.functions.elementary.piecewise.ExprCondPair(self.with_axes(p.expr, axes, not root), p.cond)
+            pairs = [sp.functions.elementary.piecewise.ExprCondPair(self.with_axes(p.expr, axes, e in self.zero_terms), p.cond)
                      for p in pairs]
         if len(pairs) == 2 and self.is_flag(c0):
             branched = self.flag_branch(c0, pairs[0].expr, pairs[1].expr, self.names.get(e))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 import sympy as sp
 
-from . import dropin, ir
+from . import dropin, ir, selects
 from .backends import Backend
 from .checks import check_lines, clip_order_lines
 from .formula import formula_text
@@ -117,7 +117,8 @@ def _lower_body(prog: Program, backend: Backend, taken: set, names: dict, symbol
         if d is not None:
             low.count(d)
     low.fuse_over(loss, *dens.values())
-    low.root = loss  # a select that is the loss gets its shape in every branch
+    # a select's 0 branch stays a number only as a term of a sum with a tensor term (selects.py)
+    low.zero_terms = selects.zero_terms([loss, *dens.values()], prog.typeof, low.is_flag)
     loss_var = low.materialize(loss, names.get(loss, "loss"))
     body = list(low.stmts)
     loss_t = prog.typeof(loss)
