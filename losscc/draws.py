@@ -105,6 +105,7 @@ def _varied_params(spec: Spec, k: int) -> dict:
 # --------------------------------------------------------------------------- extreme
 
 EXTREME_SCALES = (1e-4, 1e2, 1e4, 1e18)  # 1e18: squares still fit in float32; 1e-4: 1 + x**2 rounds to 1
+LARGE_TOGETHER = 1e6  # counts of single-cell data; float32 holds integers exactly up to 1.6e7
 TINY_DIFFERENCES = (1e-8, 1e-4, 1e-20)   # 1e-8 relative to entries of size 1; 1e-4 and 1e-20 from 0
 
 
@@ -114,7 +115,8 @@ def extreme_cases(spec: Spec, seed: int = 0) -> list[CaseData]:
     Per float input with an unbounded domain: entries of magnitude 1e2, 1e4 and 1e18 (the
     others stay ordinary); probabilities exactly 0 and 1 where the domain is closed there;
     values 1e-30 or 1e-7 relative inside the ends of an interval open at either end; tiny
-    (1e-30) and huge (1e30) values where the domain is (0, inf) or [0, inf); entries of
+    (1e-30) and huge (1e30) values where the domain is (0, inf) or [0, inf), and every such
+    input 1e6 times its draw at once (counts at their mean, where lgamma terms cancel); entries of
     1e-4 where it is unbounded (float32 holds them and their squares, but 1 + x**2 is 1).  Per
     pair of same-shaped real inputs a, b: equal (difference exactly 0), one ulp apart, and
     differences of 1e-8, 1e-4 and 1e-20 (b = a + 1e-8 on entries of size 1; a = +-1e-4 or
@@ -131,6 +133,9 @@ def extreme_cases(spec: Spec, seed: int = 0) -> list[CaseData]:
     variants = []
     for inp in floats:
         variants += _input_extremes(inp, base.inputs[inp.name], seed)
+    counts = [i for i in floats if not i.domain.is_set and i.domain.lo == 0.0 and i.domain.hi is None]
+    if counts:  # every half-bounded input large at once: a count at its mean (lgamma(y + theta) - lgamma(theta))
+        variants.append(("large_together", {i.name: base.inputs[i.name] * LARGE_TOGETHER for i in counts}))
     real = [i for i in floats if not i.domain.is_set and i.domain.lo is None and i.domain.hi is None]
     for a, b in zip(real, real[1:]):
         if base.inputs[a.name].shape == base.inputs[b.name].shape:

@@ -201,6 +201,30 @@ def test_extreme_suite_has_ties_and_tiny_differences():
     assert np.all(gap[::2] == 1.0) and np.all(gap[1::2] != 1.0)
 
 
+def test_extreme_suite_puts_half_bounded_inputs_large_together():
+    """Counts at their mean (a negative binomial's y and mu both 1e6) are where lgamma
+    differences cancel in float32; the suite scales every half-bounded input at once."""
+    from losscc.cases import extreme_cases
+    from tests.codegen_util import spec_of
+
+    spec = spec_of("""
+        name: nb
+        summary: Counts.
+        inputs:
+          mu: {dtype: float, shape: [N], domain: "(0, inf)"}
+          y: {dtype: float, shape: [N], domain: "[0, inf)"}
+          z: {dtype: float, shape: [N]}
+        formula: |
+          loss = lgamma(y + mu) - lgamma(mu) + z
+        """)
+    cases = {c.id: c for c in extreme_cases(spec)}
+    big = cases["extreme_large_together"]
+    for name in ("mu", "y"):
+        assert np.all(big.inputs[name] >= 1e5) and np.all(big.inputs[name] <= 1e8), big.inputs[name]
+    assert np.all(np.abs(big.inputs["z"]) < 1e3)  # the others stay ordinary
+    assert "extreme_large_together" not in {c.id for c in extreme_cases(load_spec(ROOT / "specs/huber.yaml"))}
+
+
 def test_perturbed_expected_value_fails(tmp_path):
     doc = json.loads((ROOT / "tests/data/conformance/mse.json").read_text())
     doc["cases"] = doc["cases"][:1]
