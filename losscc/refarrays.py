@@ -192,6 +192,25 @@ def any_of(masks: list):
         return np.bool_(True)
 
 
+def fit_mask(m, *sides):
+    """Mask `m` of near relations reduced (any) to the shape of a selection's `sides`: a
+    relation under a reduction in the selection's condition (relu(x - max(.., axis=K)))
+    has axes the selection lacks, and is near wherever one entry along them is."""
+    if m is None or np.ndim(m) == 0:
+        return m
+    try:
+        target = np.broadcast_shapes(*[np.shape(v) for v in sides])
+    except ValueError:
+        return np.bool_(True)
+    if not target:  # two numbers: the selection's shape is its condition's
+        return m
+    if len(target) < np.ndim(m):
+        target = (1,) * (np.ndim(m) - len(target)) + tuple(target)
+    axes = tuple(d for d, (k, t) in enumerate(zip(np.shape(m), target)) if t == 1 and k > 1)
+    out = np.any(m, axis=axes, keepdims=True) if axes else m
+    return out if len(np.shape(out)) == len(np.shape(m)) and np.ndim(out) else np.any(out)
+
+
 _SLOPE_RTOL = mpmath.mpf(10) ** -6  # sides whose slopes agree this closely select the same gradient
 
 

@@ -21,6 +21,7 @@ from .refarrays import (
     Layout,
     ReferenceCost,
     any_of,
+    fit_mask,
     ieee_divide,
     infer_sizes,
     mp_pow,
@@ -161,8 +162,8 @@ class Evaluator(TensorOps):
         sides or to `scale`; remember both sides in every run, for the differences to
         compare their slopes."""
         if not self._freeze:
-            m = near_mask(a, b, self.near_tol, scale) if cond is None else any_of(
-                [self._rel_near[r] for r in sp.preorder_traversal(cond) if r in self._rel_near])
+            m = near_mask(a, b, self.near_tol, scale) if cond is None else fit_mask(any_of(
+                [self._rel_near[r] for r in sp.preorder_traversal(cond) if r in self._rel_near]), a, b)
             if m is not None:
                 self.watch[key] = m
         if key in self.watch:
@@ -176,6 +177,7 @@ class Evaluator(TensorOps):
             return out
         m = np.asarray(self.watch[key], dtype=bool)
         m = np.any(m, axis=tuple(dims), keepdims=True) if dims else m
+        m = fit_mask(m, out) if np.ndim(out) else m
         return out + np.where(m, (np.abs(np.asarray(out, dtype=object)) + 1) * self.nudge[1], 0)
 
     def _full(self, axes):
