@@ -74,4 +74,19 @@ def cancelling_pair(terms) -> tuple | None:
             m = -n
             if is_negative(n) and type(m) is type(t) and m != t:
                 return t, n
+    # x - max(x, axis=C) (or its stop_gradient, a mean, a logsumexp): the shift a user wrote
+    # to bring x near 0 is taken first, else x - tau - max(x) rounds tau away at x = 1e16
+    for t in terms:
+        for n in terms:
+            if is_negative(n) and not is_negative(t) and _shift_of(-n, t):
+                return t, n
     return None
+
+
+def _shift_of(s, t) -> bool:
+    """s is a reduction of t along an axis (max, mean, logsumexp), under stop_gradient or not."""
+    from . import ir
+
+    if isinstance(s, ir.StopGradient):
+        s = s.args[0]
+    return isinstance(s, (ir.ReduceMax, ir.ReduceMean, ir.LogSumExp)) and s.args[0] == t

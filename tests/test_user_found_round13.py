@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from losscc.cases import extreme_cases
 from losscc.pipeline import prepare
 from losscc.reference import reference
-from tests.codegen_util import spec_of
+from tests.codegen_util import modules, spec_of
 
 SPARSEMAX = """
     name: mc_sparsemax
@@ -36,3 +37,36 @@ def test_a_near_tie_under_a_reduction_in_a_condition_is_watched_at_the_selection
     ref = reference(prog, case.inputs, case.params, case.learnable, ["scores"], near_tol=16 * 2.0**-23)
     assert np.shape(ref.values["none"]) == (np.shape(case.inputs["scores"])[0],)
     assert ref.grads["scores"].shape == np.shape(case.inputs["scores"])
+
+
+SHIFT = """
+    name: shift_max
+    summary: Shift by the row maximum, then a hinge at a threshold tau (the sparsemax support test).
+    inputs:
+      x: {dtype: float, shape: [N, C]}
+      tau: {dtype: float, shape: [N]}
+    formula: |
+      z = x - stop_gradient(max(x, axis=C))
+      loss = sum(relu(z - tau), axis=C)
+    reduction: none
+"""
+
+
+@pytest.mark.parametrize("backend", ["paddle", "mindspore"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_shift_by_the_row_maximum_is_taken_before_other_terms(backend, dtype, tmp_path):
+    """x - tau - max(x) was summed left to right: at x = 1e16 the shift that brings the row
+    near 0 came after tau, which the first difference had rounded away (0 for 1)."""
+    pytest.importorskip(backend)
+    mod = modules(spec_of(SHIFT), tmp_path)[backend]
+    x = np.array([[1e16, 0.0], [3.0, 0.0]], dtype)
+    tau = np.array([-1.0, -1.0], dtype)
+    if backend == "paddle":
+        import paddle
+
+        got = mod.shift_max(paddle.to_tensor(x), paddle.to_tensor(tau)).numpy()
+    else:
+        import mindspore as ms
+
+        got = mod.shift_max(ms.Tensor(x), ms.Tensor(tau)).asnumpy()
+    np.testing.assert_array_equal(got, [1.0, 1.0])
