@@ -177,7 +177,7 @@ class Where(sp.Function):
         c = decided(c)
         if c is sp.true:
             return a
-        if c is sp.false:
+        if c is sp.false or a == b:  # two equal branches (a rule made them equal): no select
             return b
         # a branch that is itself a select on the same condition takes only its own side: the
         # other is never chosen (nor differentiated), and a rule that keeps the written form in

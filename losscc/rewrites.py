@@ -28,6 +28,7 @@ from .rewrites_sums import (
     relative_difference,
     softplus_linear,
     softplus_pair,
+    sum_into_select,
     sum_into_static_select,
 )
 
@@ -409,6 +410,9 @@ STABILITY = (
     Rule("sum-into-static-select", "rest + select(flag, a, b) on a boolean hyperparameter is "
             "select(flag, rest + a, rest + b), where a pair of terms then cancels in a branch",
             sum_into_static_select),
+    Rule("sum-into-select", "rest + where(cond, p, q) with a term of rest cancelling one of p or q: "
+            "where(cond, p + S, q + S) + the other terms, so the pair cancels exactly in its branch "
+            "(log(exp(a) + exp(b)) - a is softplus(b - a) where a >= b)", sum_into_select),
     Rule("difference-of-norms", "|u| - |v| with u, v sharing a term (a triplet's d(a, p) - d(a, n)) loses "
             "the difference next to a large shared term; sum((u - v)(u + v)) / (|u| + |v|), u - v "
             "cancelled symbolically, does not", difference_of_norms),

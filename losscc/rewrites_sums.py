@@ -4,8 +4,9 @@
 `logsumexp-minus-member` (logsumexp(x) - x[k]), `softplus-pair` (a softplus(-u) + b softplus(u)),
 `softplus-linear` (a softplus(v) + c v), `relative-difference` ((k T + R) / |T|, whose gradient in T cancels), `difference-of-norms`
 (|u| - |v| sharing a term), log(a / (a + d)) as -log1p(d / a) inside `log-of-quotient`,
-and `sum-into-static-select` (which lets such a pair meet in a branch
-of a select on boolean hyperparameters); registered with the others in
+`sum-into-static-select` (which lets such a pair meet in a branch
+of a select on boolean hyperparameters) and `sum-into-select` (a term that cancels inside a
+branch of a select on tensors); registered with the others in
 :data:`losscc.rewrites.STABILITY`, proved in ``tests/test_rewrites.py``.
 """
 
@@ -381,6 +382,27 @@ def sum_into_static_select(e, ctx):
             return ir.piecewise(*[(b, p.cond) for b, p in zip(branches, sel.args)])
     return None
 
+
+def sum_into_select(e, ctx):
+    """rest + c * where(cond, p, q) -> where(cond, c p + S, c q + S) + (rest - S), S the terms
+    of rest that cancel a term of c p or of c q exactly, for a condition on tensors.
+
+    log(exp(a) + exp(b)) - a (NT-Xent over a pair) is where(a >= b, a + softplus(b - a),
+    b + softplus(a - b)) - a: the a outside the select cancels only inside its branch,
+    softplus(b - a) (float32 was 3.3e-2 off where a is large, fresh-loss trial 13)."""
+    if not isinstance(e, sp.Add):
+        return None
+    for t in e.args:
+        c, sel = t.as_coeff_Mul()
+        if not isinstance(sel, ir.Where) or (ctx.prog is not None and ir.on_flags(sel.args[0], ctx.prog)):
+            continue
+        p, q = (sp.Add.make_args(c * b) for b in sel.args[1:])
+        rest = [a for a in e.args if a is not t]
+        moved = [r for r in rest if -r in p or -r in q]
+        if moved:
+            keep = [r for r in rest if not any(r is m for m in moved)]
+            return sp.Add(ir.Where(sel.args[0], sp.Add(*p, *moved), sp.Add(*q, *moved)), *keep)
+    return None
 
 def product_of_exps(e, ctx):
     """exp(a) * exp(b) -> exp(a + b), and exp(b) * (u + exp(a)) -> u exp(b) + exp(a + b): the

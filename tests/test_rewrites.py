@@ -522,6 +522,30 @@ def test_softplus_linear_is_an_identity_on_each_sign(before):
     assert sp.simplify((elementary(before).subs(at) - wrong).rewrite(sp.exp)) != 0
 
 
+@pytest.mark.parametrize("before", [
+    ir.Where(sp.Ge(x, y), x + ir.softplus(y - x), y + ir.softplus(x - y)) - x,
+    2 * ir.Where(sp.Gt(x, 0), x - y, y**2) + 2 * y + x**3,
+    ir.Where(sp.Gt(x, y), sp.log(x), -x) + x + sp.exp(y),
+])
+def test_sum_into_select_is_an_identity_in_each_branch(before):
+    """rest + c where(cond, p, q) = where(cond, c p + S, c q + S) + (rest - S): each branch,
+    with the condition decided, equals the written sum with the same decision."""
+    after = RULES["sum-into-select"].apply(before, BARE)
+    assert after is not None and after != before
+    for side in (1, 2):
+        def pick(e):
+            return e.replace(lambda n: isinstance(n, ir.Where), lambda n: n.args[side])
+        assert sp.simplify(pick(before) - pick(after)) == 0, (before, after, side)
+    assert sp.simplify(pick(before) - pick(after) - x) != 0  # the check can fail
+
+
+def test_sum_into_select_needs_a_term_that_cancels():
+    rule = RULES["sum-into-select"]
+    assert rule.apply(ir.Where(sp.Gt(x, 0), x, y) + 2 * x, BARE) is None   # 2x does not cancel x
+    assert rule.apply(ir.Where(sp.Gt(x, 0), x, y) + x, BARE) is None       # nor does +x
+    assert rule.apply(sp.Piecewise((x, x > 0), (y, True)) - x, BARE) is None  # a user's Piecewise
+
+
 def test_softplus_linear_needs_one_coefficient_of_every_term():
     rule = RULES["softplus-linear"]
     assert rule.apply(ir.softplus(x) + 2 * x, BARE) is None         # a, c > 0: nothing cancels
@@ -598,7 +622,7 @@ def test_one_minus_cosine_refuses_what_is_not_a_cosine():
 
 def test_every_rule_has_a_symbolic_proof():
     assert set(ELEMENTWISE_TRIGGERS) | set(SIGNED_TRIGGERS) | set(SIDED_TRIGGERS) | set(TENSOR_TRIGGERS) \
-        | set(BRANCHED_TRIGGERS) | {"one-minus-cosine", "one-minus-clip", "softplus-pair", "softplus-linear", "relative-difference",
+        | set(BRANCHED_TRIGGERS) | {"one-minus-cosine", "one-minus-clip", "softplus-pair", "softplus-linear", "sum-into-select", "relative-difference",
                                    "difference-of-norms", "sum-into-static-select", "into-static-select", "product-of-exps",
                                    "power-minus-constant"} == set(RULES)
 
@@ -850,6 +874,7 @@ NUMERIC_TRIGGERS = {
     "log1p": ["loss = log(1 + x**2)", "loss = log(1 + t)", "loss = log(1 + t * exp(x))"],
     "softplus": ["loss = log(1 + exp(x))", "loss = t * log(exp(-x) + 1)",
                  "loss = log1p(exp(2 * x))"],
+    "sum-into-select": ["loss = log(exp(x) + exp(t)) - x", "loss = log(exp(2 * x) + exp(t)) - t + x**2"],
     "softplus-linear": ["loss = x - x * t + log(1 + exp(-x))", "loss = log(sigmoid(x)) - x",
                         "loss = t * log(1 + exp(x + 1)) - 2 * t * x - 2 * t"],
     "softplus-pair": ["loss = -(t * log(sigmoid(x)) + (1 - t) * log(1 - sigmoid(x)))",
@@ -916,7 +941,8 @@ def test_fired_records_are_pairs_of_equal_values():
                      " + x * (1 - t / (t + x**2 + 1)) + t * (logsumexp(x, axis=C) - x[y])"
                      " + x * log(1 - clip(t, 1e-7, 1 - 1e-7)) + abs(x - t) / max(abs(t), 1e-7)"
                      " + norm(x - t, axis=C) - norm(x + 1, axis=C) + t * (sqrt(1 + x**2) - 1)"
-                     " + (t + exp(x)) / exp(2 * x) + t * (log(1 + exp(x - t)) - x + t) - x * t")
+                     " + (t + exp(x)) / exp(2 * x) + t * (log(1 + exp(x - t)) - x + t) - x * t"
+                     " + (log(exp(x) + exp(t**2)) - t**2) * t")
     prog = build_program(spec)
     fired = []
     optimize(prog.loss, fired=fired)
