@@ -1,13 +1,9 @@
-"""Stage 3: the stable rewrites that remove a cancellation between terms of a sum.
-
-`one-minus-ratio` (1 - n/d with n part of d), `one-minus-clip` (c - clip(x, lo, c - eps)),
-`logsumexp-minus-member` (logsumexp(x) - x[k]), `softplus-pair` (a softplus(-u) + b softplus(u)),
-`softplus-linear` (a softplus(v) + c v), `relative-difference` ((k T + R) / |T|, whose gradient in T cancels), `difference-of-norms`
-(|u| - |v| sharing a term), log(a / (a + d)) as -log1p(d / a) inside `log-of-quotient`,
-`sum-into-static-select` (which lets such a pair meet in a branch
-of a select on boolean hyperparameters) and `sum-into-select` (a term that cancels inside a
-branch of a select on tensors); registered with the others in
-:data:`losscc.rewrites.STABILITY`, proved in ``tests/test_rewrites.py``.
+"""Stage 3: the stable rewrites that remove a cancellation between terms of a sum:
+`one-minus-ratio`, `ratio-near-one`, `one-minus-clip`, `logsumexp-minus-member`,
+`softplus-pair`, `softplus-linear`, `relative-difference`, `difference-of-norms`,
+`sum-into-static-select`, `sum-into-select`, `product-of-exps`, `log1p`, and log(a / (a + d))
+as -log1p(d / a) inside `log-of-quotient`; registered in :data:`losscc.rewrites.STABILITY`
+(each with its one-line reason), proved in ``tests/test_rewrites.py``.
 """
 
 from __future__ import annotations
@@ -58,7 +54,6 @@ def one_minus_ratio(e, ctx):
         near = (d - n) * dens[0]
         return sp.Add(ir.Where(sp.StrictGreaterThan(ratio, sp.Rational(1, 2)), near, far), *rest)
     return None
-
 
 
 def ratio_near_one(e, ctx):
@@ -387,9 +382,8 @@ def sum_into_select(e, ctx):
     """rest + c * where(cond, p, q) -> where(cond, c p + S, c q + S) + (rest - S), S the terms
     of rest that cancel a term of c p or of c q exactly, for a condition on tensors.
 
-    log(exp(a) + exp(b)) - a (NT-Xent over a pair) is where(a >= b, a + softplus(b - a),
-    b + softplus(a - b)) - a: the a outside the select cancels only inside its branch,
-    softplus(b - a) (float32 was 3.3e-2 off where a is large, fresh-loss trial 13)."""
+    log(exp(a) + exp(b)) - a (NT-Xent) is where(a >= b, a + softplus(b - a), ...) - a: the a
+    outside cancels only inside the branch (float32 was 3.3e-2 off, fresh-loss trial 13)."""
     if not isinstance(e, sp.Add):
         return None
     for t in e.args:
