@@ -54,6 +54,9 @@ def mp_trigamma(x):
         return mpmath.inf
     if abs(x) > HUGE:
         return mpmath.mpf(0) if x > 0 else mpmath.mpf("nan")
+    if x < 0:  # mpmath recurs up from x one step at a time: reflect instead (no cancellation,
+        # pi**2 / sin(pi x)**2 >= pi**2 > pi**2 / 6 >= psi'(1 - x); sinpi reduces x exactly)
+        return mpmath.pi ** 2 / mpmath.sinpi(x) ** 2 - mpmath.polygamma(1, 1 - x)
     return mpmath.polygamma(1, x)
 
 
