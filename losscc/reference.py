@@ -19,6 +19,7 @@ The walk is ``losscc.refeval`` (driven by the function registry), its arrays
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import mpmath
@@ -96,12 +97,35 @@ def _elements(prog: Program, inputs: dict) -> int:
     return total
 
 
-def check_work(prog: Program, inputs: dict, learnable: dict, runs: int, max_dps: int | None = None) -> None:
+_SPENT: list[int] = []  # the work of each open `spec_budget`, innermost last
+
+
+@contextmanager
+def spec_budget():
+    """Within it, the work of the references computed with `charge` (verify: the cases that
+    the spec and its case files give, not the drawn ones, whose number the command line
+    sets) adds up and is held to the limit 'reference_spec_work' (200 cases each just under
+    'reference_work' took hours)."""
+    _SPENT.append(0)
+    try:
+        yield
+    finally:
+        _SPENT.pop()
+
+
+def check_work(prog: Program, inputs: dict, learnable: dict, runs: int, max_dps: int | None = None,
+               charge: bool = False) -> None:
     work = reference_work(prog, inputs, learnable, runs, max_dps)
     if work > limits.MAX_REFERENCE_WORK:
         raise ReferenceCost(f"the reference evaluator's work on it, {work:.3g} (the additions of one evaluation, each "
                             f"node at its own axes, x {runs} evaluations x digits**2 / 40), is above the limit 'reference_work' "
                             f"({limits.MAX_REFERENCE_WORK:.3g}); make the case smaller")
+    if charge and _SPENT:
+        _SPENT[-1] += work
+        if _SPENT[-1] > limits.MAX_REFERENCE_SPEC_WORK:
+            raise ReferenceCost(f"the reference evaluator's work on the spec's cases up to it, {_SPENT[-1]:.3g}, is above "
+                                f"the limit 'reference_spec_work' ({limits.MAX_REFERENCE_SPEC_WORK:.3g}); "
+                                "make the cases fewer or smaller")
 
 
 @dataclass
@@ -113,7 +137,7 @@ class Reference:
 
 def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None = None,
               grad_of: list[str] | None = None, max_dps: int | None = None, near_tol: float = 0.0,
-              overflow: float | None = None) -> Reference:
+              overflow: float | None = None, charge: bool = False) -> Reference:
     """Values of every reduction and gradients of the summed loss, at DPS digits (more for
     large inputs, at most `max_dps`: the extreme-input suite caps it and compares only
     where the result is finite).  `near_tol`: a gradient entry that feeds a selection whose
@@ -127,7 +151,7 @@ def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None 
         i.name for i in prog.spec.inputs if i.dtype == "float" and inputs.get(i.name) is not None
     ] + [lr.name for lr in prog.spec.learnable]
     entries = sum(np.size(learnable[n] if n in learnable else inputs[n]) for n in names)
-    check_work(prog, inputs, learnable, 1 + 2 * entries, max_dps)
+    check_work(prog, inputs, learnable, 1 + 2 * entries, max_dps, charge)
     with mpmath.workdps(dps):
         ev = Evaluator(prog, inputs, params, learnable)
         ev.near_tol = near_tol

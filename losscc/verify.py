@@ -39,7 +39,7 @@ from .backends import get as get_backend
 from .backends import names as backend_names
 from .errors import Diagnostic, Location, SpecError, printable
 from .parse import build_program
-from .reference import ReferenceCost, gradient_condition, reference
+from .reference import ReferenceCost, gradient_condition, reference, spec_budget
 from .spec import Spec
 
 MODES = ("eager", "graph")
@@ -172,7 +172,8 @@ def expectations(prog, case: CaseData, dtype: str = "float64"):
         try:
             ref = reference(prog, case.inputs, case.params, case.learnable, diff_names,
                             max_dps=120 if case.source == "extreme" else None,
-                            near_tol=NEAR_ULPS * float(np.finfo(dtype).eps), overflow=float(np.finfo(dtype).max))
+                            near_tol=NEAR_ULPS * float(np.finfo(dtype).eps), overflow=float(np.finfo(dtype).max),
+                            charge=case.source not in ("random", "extreme"))
         except ReferenceCost as exc:
             raise _cost_error(prog, case, exc) from None
         if case.from_reference:
@@ -210,6 +211,12 @@ def verify_spec(spec: Spec, modules: dict, runners: dict, dtypes, modes, cases: 
                 progress=None, strict: bool = True) -> list[Row]:
     """Rows for one spec.  `strict` (the default) adds the per-element relative check to the
     norm-wise one; ``losscc verify --norm-only`` turns it off (docs/verify.md)."""
+    with spec_budget():
+        return _verify_spec(spec, modules, runners, dtypes, modes, cases, progress, strict)
+
+
+def _verify_spec(spec: Spec, modules: dict, runners: dict, dtypes, modes, cases: list[CaseData],
+                 progress, strict: bool) -> list[Row]:
     prog = build_program(spec)
     rows = []
     expect64 = []
@@ -242,7 +249,7 @@ def verify_spec(spec: Spec, modules: dict, runners: dict, dtypes, modes, cases: 
             # hand-written and library values check the formula; the per-element check
             # compares with the reference's values at the same inputs
             try:
-                truths[id(c)] = reference(prog, c.inputs, c.params, c.learnable, []).values
+                truths[id(c)] = reference(prog, c.inputs, c.params, c.learnable, [], charge=True).values
             except ReferenceCost as exc:
                 raise _cost_error(prog, c, exc) from None
     conditions: dict = {}

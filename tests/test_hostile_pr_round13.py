@@ -56,3 +56,52 @@ def test_a_constant_trigamma_of_a_large_negative_number_compiles(within):
     within(20)
     for b in all_backends():
         assert "def tg_const" in compile_spec(spec, b)
+
+
+def _many_cases(n: int) -> str:
+    cases = "\n".join(f"          - id: c{k}\n            inputs: {{x: [{k}.5, 1.25, -2.0]}}\n"
+                      f"            expected: {{sum: 1.0}}" for k in range(n))
+    return f"""
+        name: many_cases
+        summary: s.
+        inputs:
+          x: {{dtype: float, shape: [N]}}
+        formula: |
+          loss = exp(sin(x) * cos(x))
+        reduction: sum
+        cases:
+{cases}
+    """
+
+
+def test_the_reference_work_of_all_a_specs_cases_is_bounded(monkeypatch):
+    """Each case was held to 'reference_work' (40 s) on its own, but a spec may hold 200 cases
+    (and case files more), each evaluated three or four times: hours of verify.  The work adds
+    up over the spec's cases and stops at 'reference_spec_work'."""
+    from losscc import limits
+    from losscc.cases import spec_cases
+    from losscc.errors import SpecError
+    from losscc.reference import reference_work
+    from losscc.verify import verify_spec
+
+    spec = spec_of(_many_cases(40))
+    from losscc.parse import build_program
+    cases = spec_cases(spec)
+    one = reference_work(build_program(spec), cases[0].inputs, {}, 7)
+    monkeypatch.setattr(limits, "MAX_REFERENCE_SPEC_WORK", 10 * one, raising=False)
+    with pytest.raises(SpecError) as info:
+        verify_spec(spec, {}, {}, ("float64",), ("eager",), cases)
+    assert limits.MAX_REFERENCE_SPEC_WORK == 10 * one
+    (d,) = info.value.diagnostics
+    assert d.code == "E181" and "limit 'reference_spec_work'" in d.message
+    # the budget is per spec: a few cases pass, and a second spec starts afresh
+    for _ in range(2):
+        verify_spec(spec, {}, {}, ("float64",), ("eager",), cases[:3])
+    # drawn cases, whose number the command line sets, do not count
+    from losscc.draws import random_cases
+    verify_spec(spec, {}, {}, ("float64",), ("eager",), random_cases(spec, 30, 0))
+
+
+def test_the_spec_budget_leaves_room_for_the_catalogue():
+    from losscc import limits
+    assert limits.MAX_REFERENCE_SPEC_WORK >= 10 * limits.MAX_REFERENCE_WORK  # sigmoid_focal: ~2e9 a dtype
