@@ -197,6 +197,34 @@ def _exponential(texts: tuple[str, ...], params: frozenset[str]) -> bool:
     return False
 
 
+@lru_cache(maxsize=256)
+def _power_params(texts: tuple[str, ...], params: frozenset[str]) -> frozenset[str]:
+    found = set()
+    for text in texts:
+        try:
+            tree = ast.parse("(" + text + "\n)", mode="eval")
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        found |= {n.right.id for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow)
+                  and isinstance(n.right, ast.Name) and n.right.id in params}
+    return frozenset(found)
+
+
+def exponent_digits(spec, params: dict) -> int:
+    """Digits more for the hyperparameters that are exponents (b ** p) of `spec` at `params`:
+    b's rounding error grows |p| times ((1 + x) ** p at x = 1e-45, p = 1e45 is e, and was 1
+    at 40 digits: verify passed the float's 1).  None below |p| = 1e3."""
+    texts = [b.text for b in spec.bindings]
+    texts += [r.denominator.text for r in getattr(spec, "reductions", ()) if r.denominator is not None]
+    names = _power_params(tuple(texts), frozenset(p.name for p in spec.params))
+    big = 1.0
+    for n in names:
+        v = params.get(n)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v)):
+            big = max(big, abs(float(v)))
+    return math.ceil(math.log10(big)) if big > 1e3 else 0  # the base digits hold small exponents
+
+
 def exponential(spec) -> bool:
     """Whether `spec`'s formula (its bindings and reduction denominators) may take an
     exponential function of its inputs, for :func:`reference_digits`."""

@@ -27,7 +27,7 @@ import numpy as np
 import sympy as sp
 
 from . import limits
-from .casecheck import exponential, reference_digits
+from .casecheck import exponent_digits, exponential, reference_digits
 from .parse import Program
 from .refarrays import Layout, infer_sizes, place, slopes_differ, to_mp
 from .refeval import Evaluator, ReferenceCost
@@ -40,7 +40,7 @@ DPS = 40
 _H = mpmath.mpf(10) ** -15  # relative step of the differences
 
 
-def digits_for(inputs: dict, learnable: dict, spec=None) -> int:
+def digits_for(inputs: dict, learnable: dict, spec=None, params: dict | None = None) -> int:
     """Working precision for the largest input magnitude: DPS digits, plus what
     casecheck.reference_digits asks for the spec's formula (all of it if `spec` is None:
     enough that exp(-|x|) still counts next to 1)."""
@@ -50,17 +50,19 @@ def digits_for(inputs: dict, learnable: dict, spec=None) -> int:
             a = np.asarray(v, dtype=float)
             if a.size:
                 big = max(big, float(np.max(np.abs(a))))
-    return reference_digits(big, spec is None or exponential(spec))
+    more = exponent_digits(spec, params) if spec is not None and params else 0
+    return reference_digits(big, spec is None or exponential(spec)) + more
 
 
 
 
-def reference_work(prog: Program, inputs: dict, learnable: dict, runs: int, max_dps: int | None = None) -> int:
+def reference_work(prog: Program, inputs: dict, learnable: dict, runs: int, max_dps: int | None = None,
+                   params: dict | None = None) -> int:
     """The evaluator's work on a case: the elements it computes in one evaluation (each
     distinct node of the loss at its own axes: a pairwise node over N and M holds N * M)
     times `runs` evaluations times the cost of one operation at its working digits,
     dps**2 / 40 (measured: 500 digits cost 13x 83 digits per element, not 6x)."""
-    dps = min(digits_for(inputs, learnable, prog.spec), max_dps or limits.MAX_REFERENCE_DPS)
+    dps = min(digits_for(inputs, learnable, prog.spec, params), max_dps or limits.MAX_REFERENCE_DPS)
     return dps * dps // 40 * _elements(prog, inputs) * runs
 
 
@@ -114,8 +116,8 @@ def spec_budget():
 
 
 def check_work(prog: Program, inputs: dict, learnable: dict, runs: int, max_dps: int | None = None,
-               charge: bool = False) -> None:
-    work = reference_work(prog, inputs, learnable, runs, max_dps)
+               charge: bool = False, params: dict | None = None) -> None:
+    work = reference_work(prog, inputs, learnable, runs, max_dps, params)
     if work > limits.MAX_REFERENCE_WORK:
         raise ReferenceCost(f"the reference evaluator's work on it, {work:.3g} (the additions of one evaluation, each "
                             f"node at its own axes, x {runs} evaluations x digits**2 / 40), is above the limit 'reference_work' "
@@ -146,12 +148,12 @@ def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None 
     entry that moves a per-element loss larger than that (infinite in the dtype) is a kink:
     no computation in the dtype has its gradient there (exp(v) / 2 at exp(v) = 5e38)."""
     learnable = learnable or {}
-    dps = min(digits_for(inputs, learnable, prog.spec), max_dps or limits.MAX_REFERENCE_DPS)
+    dps = min(digits_for(inputs, learnable, prog.spec, params), max_dps or limits.MAX_REFERENCE_DPS)
     names = grad_of if grad_of is not None else [
         i.name for i in prog.spec.inputs if i.dtype == "float" and inputs.get(i.name) is not None
     ] + [lr.name for lr in prog.spec.learnable]
     entries = sum(np.size(learnable[n] if n in learnable else inputs[n]) for n in names)
-    check_work(prog, inputs, learnable, 1 + 2 * entries, max_dps, charge)
+    check_work(prog, inputs, learnable, 1 + 2 * entries, max_dps, charge, params)
     with mpmath.workdps(dps):
         ev = Evaluator(prog, inputs, params, learnable)
         ev.near_tol = near_tol
@@ -329,7 +331,7 @@ def _gradient_condition(prog: Program, inputs: dict, params: dict, learnable: di
     CONDITION_WORK: the Hessian gives way to probes, and probes to fewer, where they would
     pass it; where one probe would, every C_i is 0 (no allowance: the stricter check)."""
     learnable = learnable or {}
-    dps = min(digits_for(inputs, learnable, prog.spec), max_dps or limits.MAX_REFERENCE_DPS) + 30
+    dps = min(digits_for(inputs, learnable, prog.spec, params), max_dps or limits.MAX_REFERENCE_DPS) + 30
     n = sum(np.size(learnable[m] if m in learnable else inputs[m]) for m in names)
     per_run = _elements(prog, inputs) * (dps * dps // 40)  # reference_work's unit
     exact = n <= _EXACT_CONDITION and 2 * n * (n + 1) * per_run <= CONDITION_WORK

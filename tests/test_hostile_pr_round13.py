@@ -105,3 +105,29 @@ def test_the_reference_work_of_all_a_specs_cases_is_bounded(monkeypatch):
 def test_the_spec_budget_leaves_room_for_the_catalogue():
     from losscc import limits
     assert limits.MAX_REFERENCE_SPEC_WORK >= 10 * limits.MAX_REFERENCE_WORK  # sigmoid_focal: ~2e9 a dtype
+
+
+def test_a_hyperparameter_exponent_adds_reference_digits():
+    """exponential() leaves b ** p for a hyperparameter p out (the digits grow with the
+    inputs only), and the inputs of (1 + x) ** p are tiny: at x = 1e-45, p = 1e45 the
+    reference gave 1 where the value is e, so verify passed the float's rounding to 1."""
+    import numpy as np
+
+    from losscc.parse import build_program
+    from losscc.reference import digits_for, reference
+
+    spec = spec_of("""
+        name: big_power
+        summary: s.
+        inputs:
+          x: {dtype: float, shape: [N]}
+        params:
+          p: {default: 2.0}
+        formula: |
+          loss = (1 + x) ** p
+    """)
+    prog = build_program(spec)
+    x = {"x": np.array([1e-45])}
+    got = reference(prog, x, {"p": 1e45}, {}, []).values["none"]
+    assert abs(got[0] - np.e) < 1e-12
+    assert digits_for(x, {}, spec, {"p": 2.0}) == digits_for(x, {}, spec)  # small exponents: as before
