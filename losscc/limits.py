@@ -27,6 +27,7 @@ MAX_REFERENCE_DPS = 500   # working digits of the reference evaluator (inputs up
 MAX_REFERENCE_GRAD_ELEMENTS = 256  # entries of one case whose gradients the reference computes
 MAX_REFERENCE_WORK = 2_000_000_000  # additions the evaluator makes on one case x digits**2 / 40 (~40 s at most)
 MAX_REFERENCE_SPEC_WORK = 20_000_000_000  # reference_work summed over one spec's cases in verify (catalogue: 2e9 a dtype)
+MAX_CONDITION_SPEC_WORK = 400_000_000_000  # gradient-condition work over one spec's given cases (catalogue: 6.6e10 a dtype)
 MAX_REFERENCE_SECONDS = 60  # wall-clock seconds of one evaluator, a backstop beside 'reference_work'
 MAX_CASE_FILE_BYTES = 1 << 20   # one case or reference JSON file
 MAX_JSON_DEPTH = 32        # nesting of a case file

@@ -100,6 +100,7 @@ def _elements(prog: Program, inputs: dict) -> int:
 
 
 _SPENT: list[int] = []  # the work of each open `spec_budget`, innermost last
+_COND_SPENT: list[int] = []  # its gradient conditions' work
 
 
 @contextmanager
@@ -107,12 +108,15 @@ def spec_budget():
     """Within it, the work of the references computed with `charge` (verify: the cases that
     the spec and its case files give, not the drawn ones, whose number the command line
     sets) adds up and is held to the limit 'reference_spec_work' (200 cases each just under
-    'reference_work' took hours)."""
+    'reference_work' took hours); their gradient conditions add up likewise, held to
+    'condition_spec_work', past which they give no allowance (the stricter check)."""
     _SPENT.append(0)
+    _COND_SPENT.append(0)
     try:
         yield
     finally:
         _SPENT.pop()
+        _COND_SPENT.pop()
 
 
 def check_work(prog: Program, inputs: dict, learnable: dict, runs: int, max_dps: int | None = None,
@@ -308,16 +312,17 @@ CONDITION_WORK = 20 * limits.MAX_REFERENCE_WORK  # its work at most (the catalog
 
 
 def gradient_condition(prog: Program, inputs: dict, params: dict, learnable: dict | None, names: list[str],
-                       probes: int = 4, max_dps: int | None = None) -> dict:
-    """_gradient_condition, or no allowance (zeros: the stricter check) past 'reference_seconds'."""
+                       probes: int = 4, max_dps: int | None = None, charge: bool = False) -> dict:
+    """_gradient_condition, or no allowance (zeros: the stricter check) past 'reference_seconds'
+    or, with `charge`, past 'condition_spec_work' (see spec_budget)."""
     try:
-        return _gradient_condition(prog, inputs, params, learnable, names, probes, max_dps)
+        return _gradient_condition(prog, inputs, params, learnable, names, probes, max_dps, charge)
     except ReferenceCost:
         return {m: np.zeros(np.shape((learnable or {}).get(m, inputs.get(m)))) for m in names}
 
 
 def _gradient_condition(prog: Program, inputs: dict, params: dict, learnable: dict | None, names: list[str],
-                        probes: int = 4, max_dps: int | None = None) -> dict:
+                        probes: int = 4, max_dps: int | None = None, charge: bool = False) -> dict:
     """The gradient's own condition, per entry: C_i = sum_j |x_j * dg_i/dx_j| (g the gradient
     of the summed loss, j over every entry of the inputs and learnables in `names`).  A
     gradient computed in a dtype of precision eps from its exact inputs is at best as
@@ -338,6 +343,10 @@ def _gradient_condition(prog: Program, inputs: dict, params: dict, learnable: di
     probes = min(probes, CONDITION_WORK // max(1, 4 * n * per_run))  # 4 runs per entry and probe
     if not exact and probes == 0:
         return {m: np.zeros(np.shape(learnable[m] if m in learnable else inputs[m])) for m in names}
+    if charge and _COND_SPENT:
+        _COND_SPENT[-1] += 2 * n * (n + 1) * per_run if exact else probes * 4 * n * per_run
+        if _COND_SPENT[-1] > limits.MAX_CONDITION_SPEC_WORK:
+            return {m: np.zeros(np.shape(learnable[m] if m in learnable else inputs[m])) for m in names}
     with mpmath.workdps(dps):
         ev = Evaluator(prog, inputs, params, learnable)
         ev.run()  # the selections at the unperturbed point

@@ -261,7 +261,8 @@ def _verify_spec(spec: Spec, modules: dict, runners: dict, dtypes, modes, cases:
                 names = exp_names(prog, case)
                 conditions[id(case)] = gradient_condition(
                     prog, case.inputs, case.params, case.learnable, names,
-                    max_dps=120 if case.source == "extreme" else None)
+                    max_dps=120 if case.source == "extreme" else None,
+                    charge=case.source not in ("random", "extreme"))
             return conditions[id(case)].get(name)
         return get if (case.from_reference or not case.grads) else None
 

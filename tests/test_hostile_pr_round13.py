@@ -131,3 +131,25 @@ def test_a_hyperparameter_exponent_adds_reference_digits():
     got = reference(prog, x, {"p": 1e45}, {}, []).values["none"]
     assert abs(got[0] - np.e) < 1e-12
     assert digits_for(x, {}, spec, {"p": 2.0}) == digits_for(x, {}, spec)  # small exponents: as before
+
+
+def test_the_gradient_conditions_of_all_a_specs_cases_are_bounded(monkeypatch):
+    """Each case's gradient condition was held to 20 times 'reference_work' on its own (60 s
+    each, twice a case: float64 and float32); over a spec's given cases they add up to
+    'condition_spec_work', past which a condition gives no allowance (the stricter check)."""
+    import numpy as np
+
+    from losscc import limits
+    from losscc.parse import build_program
+    from losscc.reference import gradient_condition, spec_budget
+
+    spec = spec_of(_many_cases(2))
+    prog = build_program(spec)
+    x = {"x": np.array([0.5, 1.25, -2.0])}
+    free = gradient_condition(prog, x, {}, {}, ["x"], charge=True)["x"]
+    assert np.all(free > 0)
+    monkeypatch.setattr(limits, "MAX_CONDITION_SPEC_WORK", 1, raising=False)
+    with spec_budget():
+        assert np.all(gradient_condition(prog, x, {}, {}, ["x"])["x"] == free)  # not charged: a drawn case
+        assert np.all(gradient_condition(prog, x, {}, {}, ["x"], charge=True)["x"] == 0)
+    assert np.all(gradient_condition(prog, x, {}, {}, ["x"], charge=True)["x"] == free)  # outside verify
