@@ -29,6 +29,9 @@ def reference_cases(spec: Spec, root: Path) -> list[CaseData]:
     for ref in spec.references:
         path = resolve_reference(root, spec.path, ref.file, ref.loc)
         out += load_case_file(path, spec, ref.inputs, ref.params, ref.cases, ref.loc, ref.reference_gradients)
+        if len(out) > limits.MAX_CASES:  # a 1 MiB file holds thousands of small cases
+            raise SpecError([Diagnostic(ref.loc, "E181", f"the reference files give more cases than the limit "
+                                                         f"'cases' ({limits.MAX_CASES})")])
     return out
 
 
@@ -46,6 +49,8 @@ def load_case_file(path: str | Path, spec: Spec, input_map: dict | None = None,
     input_map, param_map = dict(input_map or {}), dict(param_map or {})
     out, problems = [], []
     wanted = set(ids)
+    if isinstance(doc.get("cases"), list) and len(doc["cases"]) > limits.MAX_CASES and not ids:
+        raise SpecError([Diagnostic(loc, "E181", f"{path.name}: more cases than the limit 'cases' ({limits.MAX_CASES})")])
     for n, case in enumerate(doc.get("cases", [])):
         cid = case.get("id", f"case{n}") if isinstance(case, dict) else f"case{n}"
         if not isinstance(cid, str):

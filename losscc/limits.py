@@ -22,6 +22,7 @@ MAX_PARAMS = 32
 MAX_REDUCTIONS = 8         # entries of `reductions:` (each lowers the loss once more; the catalogue has 1 at most)
 MAX_LEARNABLE_ELEMENTS = 4096
 MAX_CASES = 200
+MAX_REFERENCES = 8         # entries of `references:` (the catalogue has 2 at most)
 MAX_CASE_ELEMENTS = 20000  # numbers in one case
 MAX_REFERENCE_DPS = 500   # working digits of the reference evaluator (inputs up to |x| ~ 1000)
 MAX_REFERENCE_GRAD_ELEMENTS = 256  # entries of one case whose gradients the reference computes

@@ -178,6 +178,9 @@ def read_references(r: Reader, top: dict[str, Node], path: str) -> list[Referenc
     if not isinstance(node.value, list):
         r.err(node, "E112", "references: expected a list")
         return []
+    if len(node.value) > limits.MAX_REFERENCES:  # each may name a 1 MiB file, the same one each time
+        r.err(node, "E104", f"references: more than the limit 'references' ({limits.MAX_REFERENCES})")
+        return []
     refs = []
     for k, item in enumerate(node.value):
         ref = _reference(r, item, f"references[{k}]", path)

@@ -5,6 +5,7 @@ constant folding, a case input hung verify's reference)."""
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 import time
 
 import mpmath
@@ -153,3 +154,40 @@ def test_the_gradient_conditions_of_all_a_specs_cases_are_bounded(monkeypatch):
         assert np.all(gradient_condition(prog, x, {}, {}, ["x"])["x"] == free)  # not charged: a drawn case
         assert np.all(gradient_condition(prog, x, {}, {}, ["x"], charge=True)["x"] == 0)
     assert np.all(gradient_condition(prog, x, {}, {}, ["x"], charge=True)["x"] == free)  # outside verify
+
+
+def _ref_spec(tmp_path, entries: int) -> str:
+    refs = "\n".join("  - file: a.json" for _ in range(entries))
+    text = ("name: r\nsummary: s.\ninputs:\n  x: {dtype: float, shape: [N]}\nformula: |\n  loss = x * x\n"
+            "reduction: sum\nreferences:\n" + refs + "\n")
+    (tmp_path / "r.yaml").write_text(text)
+    return str(tmp_path / "r.yaml")
+
+
+def test_the_reference_files_of_a_spec_give_a_bounded_number_of_cases(tmp_path):
+    """`references:` had no bound on its entries nor on the cases of a file: a 55 KB spec that
+    names one 1 MiB case file 2500 times made verify load 57500 cases (past 300 s and 2 GB
+    before any was run)."""
+    import json
+
+    from losscc import limits
+    from losscc.casefile import reference_cases
+    from losscc.errors import SpecError
+    from losscc.spec import load_spec
+
+    case = {"inputs": {"x": {"dtype": "float64", "shape": [1], "data": [1.0]}}, "expected": {"sum": 1.0},
+            "grad_of_sum": {"x": [2.0]}}
+    (tmp_path / "a.json").write_text(json.dumps({"cases": [dict(case, id=f"c{k}") for k in range(25)]}))
+    with pytest.raises(SpecError) as info:
+        load_spec(Path(_ref_spec(tmp_path, 2500)), "r.yaml")
+    assert any(d.code == "E104" and "limit 'references'" in d.message for d in info.value.diagnostics)
+    spec = load_spec(Path(_ref_spec(tmp_path, limits.MAX_REFERENCES)), "r.yaml")
+    assert len(reference_cases(spec, tmp_path)) == 25 * limits.MAX_REFERENCES
+    (tmp_path / "a.json").write_text(json.dumps({"cases": [dict(case, id=f"c{k}") for k in range(120)]}))
+    with pytest.raises(SpecError) as info:
+        reference_cases(load_spec(Path(_ref_spec(tmp_path, 2)), "r.yaml"), tmp_path)
+    assert "limit 'cases'" in info.value.diagnostics[0].message
+    (tmp_path / "a.json").write_text(json.dumps({"cases": [dict(case, id=f"c{k}") for k in range(300)]}))
+    with pytest.raises(SpecError) as info:
+        reference_cases(load_spec(Path(_ref_spec(tmp_path, 1)), "r.yaml"), tmp_path)
+    assert "limit 'cases'" in info.value.diagnostics[0].message
