@@ -124,7 +124,7 @@ def _references() -> dict:
              "params": {**names, "description": "the file's parameter name -> the spec's (\"\" drops it)"},
              "cases": {**ids, "description": "the case ids this spec claims (all if absent)"},
              "reference_gradients": ids}
-    return {"type": "array", "items": _closed(REFERENCE_FIELDS, props, ("file",))}
+    return {"type": "array", "maxItems": limits.MAX_REFERENCES, "items": _closed(REFERENCE_FIELDS, props, ("file",))}
 
 
 def _dropin() -> dict:
