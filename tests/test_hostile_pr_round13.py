@@ -5,8 +5,8 @@ constant folding, a case input hung verify's reference)."""
 from __future__ import annotations
 
 import signal
-from pathlib import Path
 import time
+from pathlib import Path
 
 import mpmath
 import pytest
