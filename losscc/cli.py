@@ -98,6 +98,8 @@ def _parser() -> argparse.ArgumentParser:
     from . import commands  # new, schema
 
     commands.add_parsers(sub)
+    for cmd in sub.choices.values():  # also after the command: `losscc verify --debug`
+        cmd.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
     return p
 
 
