@@ -57,7 +57,8 @@ def test_clip_kernels_pass_the_gradient_at_a_tie_as_where_does():
 def test_paddle_gathers_without_broadcast_and_the_log_softmax_row_is_not_built():
     code = source("focal", "paddle")
     assert "picked = _gather_log_softmax(logits, -1, label)" in code
-    assert "shifted = paddle.take_along_axis(shifted, index, axis=axis, broadcast=False)" in code
+    assert "picked = paddle.take_along_axis(x, index, axis=axis, broadcast=False)" in code
+    assert "terms = paddle.put_along_axis(terms, index, hole, axis=axis, broadcast=False)" in code
     assert " _log_softmax(logits" not in code  # no full-size log_softmax
     # cross_entropy's label smoothing reads the whole row, so there it is built once
     assert "logp = _log_softmax(input" in source("cross_entropy", "paddle")

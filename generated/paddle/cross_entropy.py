@@ -136,34 +136,36 @@ def _check_inputs(input, target, weight):
 
 
 def _gather_log_softmax(x, axis, index):
-    """log_softmax(x)[index] along the axis, accurate also near 0, as _log_softmax.
-    Where the picked entry is the only maximum the row is shifted by that entry itself
-    (the same value, with its gradient): the gradient of its own logit, -rest / (1 + rest),
-    is then one term, where a shift by the row's maximum gives 1 / (1 + rest) - 1, which
-    rounds to 0 for a confident prediction (logits [46, 0, -80], label 0: -1.05e-20).
+    """log_softmax(x)[index] along the axis, accurate also near 0.
 
-    The row's sum of exp(x - peak) is 1 + rest, rest the sum over the entries below the
-    peak plus one per further tied maximum; its log is log1p(rest), where a sum including
-    exp(0) = 1 would round a rest below the epsilon away. The peak is taken without
-    gradient (paddle.amax's CPU gradient costs a pass over the row per element); a tied
-    maximum enters rest as x - peak, 0 with the gradient of exp(x - peak) there, so every
-    entry gets its softmax gradient.
+    The row's sum of exp(x - shift) is 1 + rest; its log is log1p(rest), where a sum
+    including exp(0) = 1 would round a rest below the epsilon away. Where the picked entry
+    is a maximum (tied or not) the shift is the picked entry itself (the same value, with
+    its gradient) and the picked entry leaves the sum as a constant 0: the gradient of
+    its own logit, -rest / (1 + rest), is then one term, where a shift by the row's
+    maximum gives 1 / (1 + rest) - 1, which rounds to 0 for a confident prediction (logits
+    [46, 0, -80], label 0: -1.05e-20); a further tied maximum stays in rest as exp(0) = 1
+    with its gradient. Elsewhere the shift is the row's maximum, taken without gradient
+    (paddle.amax's CPU gradient costs a pass over the row per element), every maximum's
+    exp(0) = 1 keeps its softmax gradient, and rest is the sum less 1: the picked entry
+    is below the maximum, so the result is at least log 2 in size and the rounding of
+    1 + rest costs it under an epsilon.
     """
     peak = paddle.amax(x, axis=axis, keepdim=True).detach()
-    top = x >= peak  # x == peak: the CPU equal kernel's scalar path has a tolerance
-    ties = paddle.sum(paddle.cast(top, x.dtype), axis=axis, keepdim=True)
     picked = paddle.take_along_axis(x, index, axis=axis, broadcast=False)
-    own = paddle.logical_and(picked >= peak, ties == 1)
-    shifted = x - paddle.where(own, picked, peak)
-    # the picked maximum enters rest as a constant 0: its gradient reaches it through `picked`
-    below = paddle.where(
-        top, paddle.where(own, paddle.zeros_like(x), shifted), paddle.exp(shifted)
+    # picked == peak: the CPU equal kernel's scalar path has a tolerance
+    own = picked >= peak
+    offset = picked - peak
+    # the picked entry's term: 0 where it is the shift, else its own (from `picked`); not
+    # exp(-inf): the vectorised CPU exp returns 5.6e-309 (float64) / 2.9e-39 (float32) there
+    hole = paddle.where(own, paddle.zeros_like(offset), paddle.exp(offset))
+    terms = paddle.exp(x - paddle.where(own, picked, peak))
+    terms = paddle.put_along_axis(terms, index, hole, axis=axis, broadcast=False)
+    rest = paddle.sum(terms, axis=axis, keepdim=True) - paddle.cast(
+        paddle.logical_not(own), x.dtype
     )
-    rest = paddle.sum(below, axis=axis, keepdim=True) + (ties - 1)
-    shifted = paddle.take_along_axis(shifted, index, axis=axis, broadcast=False)
     # 0 where own (x - x), as a constant: its gradient 1 - 1 would meet -rest in `picked`
-    shifted = paddle.where(own, paddle.zeros_like(shifted), shifted)
-    return shifted - paddle.log1p(rest)
+    return paddle.where(own, paddle.zeros_like(offset), offset) - paddle.log1p(rest)
 
 
 def _log_softmax(x, axis):
