@@ -15,6 +15,7 @@ from . import bounded, ir
 from .parse import type_of
 from .passes import Bundle, Fired, Rule, context, run
 from .rewrites_roots import power_minus_constant
+from .rewrites_hyperbolic import log_cosh
 from .rewrites_sums import (
     difference_of_norms,
     is_one,
@@ -170,26 +171,6 @@ def _log_of_exp_product(e, ctx):
 # so its untaken side stays finite (expm1(|x|)**2 overflows float32 beyond |x| = 44).
 # log cosh a = log cosh(min(a, 40)) + (a - 40 where a > 40): the dropped log1p(exp(-2a)) is
 # below 1e-34 there, and expm1(40)**2 = 5.5e34 is finite in float32
-LOG_COSH_CAP = 40
-
-
-def _log_cosh(e, ctx):
-    """log(cosh(x)) -> log1p(g**2 exp(-m) / 2) + where(a > 40, a - 40, 0), with a = |x|,
-    m = min(a, 40), g = expm1(m): cosh(m) - 1 = (e**m - 1)(1 - e**-m) / 2 = g**2 e**-m / 2
-    exactly, every factor positive, so value and gradient (tanh m) keep their relative
-    accuracy from a = 0 to 40; one form where a select between it (a < 2) and
-    a + softplus(-2a) - log 2 computed both. Not g**2 / (2 g + 2): JAX's float32 gradient
-    of that quotient is 2 at a = 30. The tail is a select, not a - m: below 40 the gradient
-    of a - m is 1 - 1, which would add 1 to tanh(a) and take it away again, losing a tiny
-    tanh(a) (0 at a = 1e-30)."""
-    if isinstance(e, sp.log) and isinstance(e.args[0], sp.cosh):
-        x = e.args[0].args[0]
-        a = ir.real_abs(x)
-        m = sp.Min(a, LOG_COSH_CAP)
-        return ir.log1p(ir.expm1(m) ** 2 * sp.exp(-m) / 2) + ir.Where(sp.StrictGreaterThan(a, LOG_COSH_CAP), a - LOG_COSH_CAP, 0)
-    return None
-
-
 def _linear_tail(e, ctx):
     """Piecewise((A(d), d < c), (B(d), True)) where A is a polynomial in d and B its tangent
     line at c (Huber's form): A(m) + B' * where(d > c, d - c, 0) with m = min(d, c).
@@ -401,7 +382,7 @@ STABILITY = (
             "1 / u overflows or underflows where log(u) does not", _log_of_reciprocal),
     Rule("log-cosh", "cosh overflows beyond |x| = 89 in float32; log(cosh(x)) is "
             "log1p(expm1(m)**2 exp(-m) / 2) + where(|x| > 40, |x| - 40, 0) with m = min(|x|, 40)",
-            _log_cosh),
+            log_cosh),
     Rule("log1p", "log(1 + x) loses x when |x| is small; log1p(x) does not", log1p_of_sum),
     Rule("expm1", "exp(x) - 1 cancels near 0; expm1(x) does not", _expm1),
     Rule("power-minus-constant", "(k + U)**p - k**p loses U where |U| << k (pseudo-Huber's "
