@@ -67,7 +67,8 @@ ELEMENT_TOLERANCES = {
 
 
 def sensitivity(prog, case: CaseData, grads: dict, loss_shape) -> np.ndarray | None:
-    """S_i = sum over the float inputs and learnables x of |x_j * d(sum)/d(x_j)|, gathered onto
+    """S_i = sum over the float inputs (not those of a finite set of values: labels are exact
+    data) and learnables x of |x_j * d(sum)/d(x_j)|, gathered onto
     the loss elements i that x_j feeds (summed over the axes the loss lacks, spread over those
     x lacks).  An element's value can only be as accurate, relative to itself, as its
     condition: an error of eps in each operand moves it by about eps * S_i (log(cosh(d)) at
@@ -89,8 +90,8 @@ def sensitivity(prog, case: CaseData, grads: dict, loss_shape) -> np.ndarray | N
         with np.errstate(invalid="ignore", over="ignore"):
             for inp in prog.spec.inputs:
                 x = case.inputs.get(inp.name)
-                if x is None or inp.name not in grads:
-                    continue
+                if x is None or inp.name not in grads or inp.domain.is_set:
+                    continue  # a label from a finite set ({0, 1}) is exact data, no operand to round
                 sx = np.abs(np.asarray(x, dtype=float) * np.asarray(grads[inp.name], dtype=float).reshape(x.shape))
                 sx = _place(np.where(np.isfinite(sx), sx, 0.0), prog.types[prog.symbols[inp.name]].axes, inp, lay)
                 drop = tuple(d for d in range(lay.rank) if d not in keep and sx.shape[d] > 1)

@@ -105,3 +105,31 @@ def test_a_log_add_exp_minus_its_argument_is_a_softplus(backend, tmp_path):
     with mp.workdps(40):
         want = [float(mp.log(mp.exp(mp.mpf(float(x))) + mp.exp(mp.mpf(float(y)))) - mp.mpf(float(x))) for x, y in zip(a, b)]
     np.testing.assert_allclose(got, want, rtol=2e-6)
+
+
+SPARSE_PLUS = """
+    name: spb
+    summary: Binary sparsemax loss, sparse_plus(x) - x * y, y a float label in {0, 1}.
+    inputs:
+      logits: {dtype: float, shape: [N]}
+      labels: {dtype: float, shape: [N], domain: "{0, 1}"}
+    formula: |
+      sp = Piecewise((0.0, logits <= -1), ((logits + 1)**2 / 4, logits < 1), (logits, True))
+      loss = sp - logits * labels
+    reduction: none
+    cases:
+      - id: near_one_label_one
+        inputs: {logits: [0.999999], labels: [1.0]}
+        expected: {none: [2.500000000143778e-13]}
+"""
+
+
+def test_a_label_of_a_finite_set_adds_nothing_to_the_condition():
+    """S_i counted |y * dL/dy| = |x| for a float label y in {0, 1}, so a value 2.3e5 times
+    off in float32 (the written (x + 1)**2 / 4 - x cancels near x = 1) passed; a label is
+    exact data, and the same loss with an int label failed as it should (V2)."""
+    from losscc import verify
+
+    rows = verify.run([spec_of(SPARSE_PLUS)], ("paddle",), dtypes=("float32",), modes=("eager",), n_random=0)
+    (row,) = rows
+    assert not row.ok and any("relative error" in f for f in row.failures), row.failures
