@@ -102,6 +102,18 @@ def _gradients(prog, params, loss, denominators) -> Gradients:
     return Gradients(loss, of(loss), dens, tuple((r, of(d)) for r, d in dens if d is not None))
 
 
+def _unbroadcast(g, inner: tuple, outer: tuple):
+    """The adjoint that a node of axes `inner` gets from its use in a node of axes `outer`
+    it is broadcast into (a row sum in a row's elements: alpha / sum(alpha, axis=C)): the
+    contribution summed over the axes it was broadcast along."""
+    if not set(inner) <= set(outer):
+        raise NoRule("no derivative rule for a value broadcast inside the loss")
+    for a in outer:
+        if a not in inner:
+            g = ir.ReduceSum(g, sp.Symbol(a))
+    return g
+
+
 def derivative(e: sp.Expr, x: sp.Symbol, params=frozenset(), typeof=None) -> sp.Expr:
     """d e / d x as IR (see the module docstring); raises NoRule for a node without a rule."""
     return adjoints(e, [x], params, typeof)[x]
@@ -139,9 +151,10 @@ def adjoints(e: sp.Expr, xs, params=frozenset(), typeof=None) -> dict:
         for arg, contribution in rules.of(n, g):
             if arg.is_Atom and arg not in wanted:
                 continue
-            if typeof is not None and not arg.is_Atom and not isinstance(n, ir.TensorOp) \
+            # an input too: its adjoint may mix uses of its own axes and broadcast ones
+            if typeof is not None and not isinstance(n, ir.TensorOp) and not arg.is_Number \
                     and dagwalk.free_symbols(arg, memo) & wanted and typeof(arg).axes != typeof(n).axes:
-                raise NoRule("no derivative rule for a value broadcast inside the loss")
+                contribution = _unbroadcast(contribution, typeof(arg).axes, typeof(n).axes)
             if contribution != 0:
                 adj[arg] = adj[arg] + contribution if arg in adj else contribution
     return {x: adj.get(x, sp.Integer(0)) for x in xs}
@@ -282,6 +295,10 @@ class _Partials:
     def _p_Gather(self, e, g):
         x, index, ax = e.args
         return [(x, g * ir.OneHot(index, ax))]
+
+    def _p_Rename(self, e, g):  # x on axis N seen as on M: its adjoint is g back on N
+        x, old, new = e.args
+        return [(x, ir.Rename(g, new, old))]
 
     def _p_Size(self, e, g):
         return []

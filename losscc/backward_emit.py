@@ -260,8 +260,8 @@ def _path(low: Lowerer, prog, spec, gr, absent: set, gvars: dict, dout: str,
             return code if target == n else low.op("broadcast_to", x=code, shape=low.op("shape", x=ref))
         code = low.materialize(e, hint)
         axes = set(prog.typeof(e).axes)
-        if n is not None and target == n and axes > set(own):  # summed over the axes n lacks, at the end
-            summed.add(n)
+        if n is not None and target == n and (axes > set(own) or (axes == set(own) and len(own) < len(prog.axes))):
+            summed.add(n)  # summed over the axes n lacks (or the leading 1s of row sums), at the end
             return code
         if not axes <= set(own):
             raise backward.NoRule(f"the gradient of {n} has axes the input lacks")
