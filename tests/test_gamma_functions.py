@@ -54,6 +54,26 @@ def test_each_backend_computes_the_family_and_its_gradient(key, backend, dtype, 
     assert np.max(_rel(value, _exact(f, x, dtype), dtype)[away]) <= ULPS[dtype] * eps
 
 
+FAR_NEGATIVE = (-1e6 - 0.3, -123456789.5, -4.5e15 + 0.5, -7.75)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_trigamma_far_below_0_is_reflected(backend, dtype, tmp_path):
+    """The kernels step up from a negative x one unit at a time (Paddle 7.6 s at -1.2e8,
+    MindSpore 1.1 s at -1.2e7; red-team round 13): the table reflects, pi**2 / sin(pi x)**2
+    - trigamma(1 - x), sin(pi x) from x - round(x)."""
+    x = np.array(FAR_NEGATIVE)
+    value, (grad,) = verify.runner(backend).gradient(_probe(backend, "trigamma", ["x"], tmp_path), [x], dtype, "eager")
+    want = _exact(gamma.mp_trigamma, x, dtype)  # at x rounded to dtype: -123456789.5 is a pole in float32
+    pole = np.isinf(want)
+    assert np.all(np.isinf(value[pole])), value
+    assert np.max(_rel(value[~pole], want[~pole], dtype)) <= ULPS[dtype] * np.finfo(dtype).eps, (value, want)
+    dwant = _exact(lambda v: mp.polygamma(2, v) if v > -1e6 else -2 * mp.pi**3 * mp.cot(mp.pi * v) / mp.sin(mp.pi * v) ** 2
+                   + mp.polygamma(2, 1 - v), x, dtype)
+    assert np.all(np.sign(grad[~pole]) == np.sign(dwant[~pole])), (grad, dwant)
+
+
 NEGBIN = """
     name: negbin
     summary: Negative binomial negative log-likelihood (mean mu, dispersion theta).

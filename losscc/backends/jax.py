@@ -64,6 +64,15 @@ _DIGAMMA = '''def _digamma(x):
     """digamma(x), -inf at 0 as the other frameworks' kernels (JAX's is NaN there)."""
     return jnp.where(x == 0, -jnp.inf, jax.scipy.special.digamma(x))'''
 
+_TRIGAMMA = '''def _trigamma(x):
+    """trigamma(x); below 0 by reflection, pi**2 / sin(pi x)**2 - trigamma(1 - x), with
+    sin(pi x)**2 from x - round(x) (exact): jax's polygamma is -trigamma(1 - x) there
+    (-1e-6 at x = -1e6 - 0.3, where trigamma is 15.08)."""
+    neg = x < 0
+    t = jax.scipy.special.polygamma(1, jnp.where(neg, 1 - x, x))
+    r = x - jnp.round(x)
+    s = jnp.sin(3.141592653589793 * jnp.where(neg, r, 0.5))
+    return jnp.where(neg, 9.869604401089358 / (s * s) - t, t)'''
 _SIGMOID = '''def _sigmoid(x):
     """1 / (1 + exp(-x)) as 1 - sigmoid(-x) above 0: the native kernel's gradient is
     s (1 - s) of the rounded s, 0 where s rounds to 1 (x beyond about 17 in float32, 37 in
@@ -191,7 +200,7 @@ BACKEND = Backend(
         "atan": "jnp.arctan({x})",
         "lgamma": "jax.scipy.special.gammaln({x})",
         "digamma": "_digamma({x})",
-        "trigamma": "jax.scipy.special.polygamma(1, {x})",
+        "trigamma": "_trigamma({x})",
         "cos": "jnp.cos({x})",
         "sin": "jnp.sin({x})",
         "erf": "jax.lax.erf({x})",
@@ -244,6 +253,6 @@ BACKEND = Backend(
         "int_dtypes": "(jnp.int32, jnp.int64)",
         "float32": "jnp.float32",
     }),
-    helpers=_freeze({"digamma": _DIGAMMA, "sigmoid": _SIGMOID, "tanh": _TANH, "expm1": _EXPM1, "clip": _CLIP, "clip_min": _CLIP, "clip_max": _CLIP, "abs": _ABS,
+    helpers=_freeze({"digamma": _DIGAMMA, "trigamma": _TRIGAMMA, "sigmoid": _SIGMOID, "tanh": _TANH, "expm1": _EXPM1, "clip": _CLIP, "clip_min": _CLIP, "clip_max": _CLIP, "abs": _ABS,
                      "log_softmax": _LOG_SOFTMAX, "gather_log_softmax": _GATHER_LOG_SOFTMAX}),
 )

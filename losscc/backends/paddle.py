@@ -114,6 +114,17 @@ _AMAX = '''def _amax(x, axis):
     offset = paddle.sum(paddle.where(top, x - base, paddle.zeros_like(x)), axis=axis, keepdim=True)
     return peak + offset / ties'''
 
+# trigamma below 0 by reflection: the CPU kernel steps up from a negative x one unit at a time
+_TRIGAMMA = '''def _trigamma(x):
+    """trigamma(x); below 0 by reflection, pi**2 / sin(pi x)**2 - trigamma(1 - x), with
+    sin(pi x)**2 from x - round(x) (exact): paddle.polygamma steps up from a negative x one
+    unit at a time (7.6 s at x = -1.2e8)."""
+    neg = x < 0
+    t = paddle.polygamma(paddle.where(neg, 1 - x, x), 1)
+    r = x - paddle.round(x)
+    s = paddle.sin(3.141592653589793 * paddle.where(neg, r, paddle.full_like(r, 0.5)))
+    return paddle.where(neg, 9.869604401089358 / (s * s) - t, t)'''
+
 _SHAPE = '''def _shape(x):
     """x's shape as a tuple, with sizes unknown until run time read as tensors.
 
@@ -310,7 +321,7 @@ BACKEND = Backend(
         "atan": "paddle.atan({x})",
         "lgamma": "paddle.lgamma({x})",
         "digamma": "paddle.digamma({x})",
-        "trigamma": "paddle.polygamma({x}, 1)",
+        "trigamma": "_trigamma({x})",
         "cos": "paddle.cos({x})",
         "sin": "paddle.sin({x})",
         "erf": "paddle.erf({x})",
@@ -368,5 +379,5 @@ BACKEND = Backend(
     }),
     helpers=_freeze({"logsumexp": _LOGSUMEXP, "softplus": _SOFTPLUS, "sigmoid": _SIGMOID, "tanh": _TANH, "expm1": _EXPM1,
                      "log_softmax": _LOG_SOFTMAX, "gather_log_softmax": _GATHER_LOG_SOFTMAX, "amax": _AMAX,
-                     "shape": _SHAPE}),
+                     "trigamma": _TRIGAMMA, "shape": _SHAPE}),
 )
