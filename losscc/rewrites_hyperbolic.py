@@ -16,7 +16,7 @@ def log_cosh(e, ctx):
     m = min(a, 40), g = expm1(m): cosh(m) - 1 = (e**m - 1)(1 - e**-m) / 2 = g**2 e**-m / 2
     exactly, every factor positive, so value and gradient (tanh m) keep their relative
     accuracy from a = 0 to 40; one form where a select between it (a < 2) and
-    a + softplus(-2a) - log 2 computed both. Not g**2 / (2 g + 2): JAX's float32 gradient
+    a + softplus(-2a) - log 2 computed both. Not g**2 / (2 g + 2): one backend's float32 gradient
     of that quotient is 2 at a = 30. The tail is a select, not a - m: below 40 the gradient
     of a - m is 1 - 1, which would add 1 to tanh(a) and take it away again, losing a tiny
     tanh(a) (0 at a = 1e-30)."""

@@ -5,7 +5,7 @@ A select on a boolean (or int) hyperparameter lowers to a Python conditional,
 number, which costs nothing, where every use of the select is a term of a sum that holds a
 tensor term besides it (the sum is a tensor either way).  Anywhere else (an operand of a
 ``where``, a function's argument, the loss itself) the branch must be a tensor of the
-select's shape: ``paddle.full_like(0, 1)`` or ``exp(0)`` on a Python number fails.
+select's shape: a `full_like(0, 1)` or an `exp(0)` of a Python number fails.
 """
 
 from __future__ import annotations
