@@ -338,7 +338,9 @@ class Converter(CallRules, SpecCalls):
         k = it.index_of
         if k is None:
             raise Fail(idx_node, "E222", f"cannot tell which axis '{i}' indexes; give it a domain "
-                        "such as \"[0, C)\" (open at C: C itself is past the axis)")
+                        "such as \"[0, C)\" (open at C: C itself is past the axis; a gather reads inside "
+                        "the axis, so a padding value such as -1 is declared with `ignore: <int parameter>` "
+                        "on the input, not in the domain)")
         if k not in xt.axes:
             raise Fail(node, "E223", f"'{source(idx_node)}' indexes axis {k}, which the indexed tensor lacks "
                         f"(its axes: [{', '.join(xt.axes)}])")

@@ -133,3 +133,21 @@ def test_a_label_of_a_finite_set_adds_nothing_to_the_condition():
     rows = verify.run([spec_of(SPARSE_PLUS)], ("paddle",), dtypes=("float32",), modes=("eager",), n_random=0)
     (row,) = rows
     assert not row.ok and any("relative error" in f for f in row.failures), row.failures
+
+
+def test_a_gathered_label_below_0_is_told_to_use_ignore():
+    """E222 for a label of domain "[-1, C)" gathered suggested the domain it had (F5)."""
+    from losscc.errors import SpecError
+
+    with pytest.raises(SpecError) as info:
+        prepare(spec_of("""
+            name: padded
+            summary: A padded label gathered.
+            inputs:
+              logits: {dtype: float, shape: [N, C]}
+              labels: {dtype: int, shape: [N], domain: "[-1, C)"}
+            formula: |
+              loss = -log_softmax(logits, axis=C)[labels]
+            """))
+    msg = info.value.diagnostics[0].format()
+    assert "E222" in msg and "ignore:" in msg, msg
