@@ -15,6 +15,7 @@ from . import bounded, ir
 from .parse import type_of
 from .passes import Bundle, Fired, Rule, context, run
 from .rewrites_roots import power_minus_constant
+from .rewrites_cosine import one_minus_cosine
 from .rewrites_hyperbolic import log_cosh
 from .rewrites_sums import (
     difference_of_norms,
@@ -279,61 +280,6 @@ def _log_of_quotient(e, ctx):
         for f in factors))
 
 
-def _squared_norm(n, axis):
-    """n = sum(x**2, axis), that plus an eps, or max(that, eps) -> (x, the sum)."""
-    core = n
-    if isinstance(n, (sp.Add, sp.Max)) and len(n.args) == 2:
-        sums = [a for a in n.args if isinstance(a, ir.ReduceSum)]
-        core = sums[0] if len(sums) == 1 else None
-    if isinstance(core, ir.ReduceSum) and core.args[1] == axis:
-        sq = core.args[0]
-        if isinstance(sq, sp.Pow) and sq.args[1] == 2:
-            return sq.args[0], core
-    return None
-
-
-def _one_minus_cosine(e, ctx):
-    """1 - sum(x*y) / sqrt(Nx * Ny) -> sum((x/sqrt(Nx) - y/sqrt(Ny))**2) / 2 + (Nx - |x|^2) / (2 Nx)
-    + (Ny - |y|^2) / (2 Ny), Nx a squared norm |x|^2 (+ eps, or max(|x|^2, eps)).
-
-    An identity for Nx, Ny > 0 (expand the square: |x|^2/Nx + |y|^2/Ny - 2 cos), so the eps
-    stays where the spec put it; every term is >= 0, so nothing cancels near cos = 1, where
-    1 - cos has an absolute error of an ulp of 1."""
-    if not (isinstance(e, sp.Add) and len(e.args) == 2 and sp.S.One in e.args):
-        return None
-    term = e.args[0] if e.args[1] == 1 else e.args[1]
-    if not isinstance(term, sp.Mul):
-        return None
-    dots = [f for f in term.args if isinstance(f, ir.ReduceSum)]
-    others = [f for f in term.args if not isinstance(f, ir.ReduceSum)]
-    if len(dots) != 1 or sp.S.NegativeOne not in others:
-        return None
-    bases = []
-    for f in others:
-        if f == -1:
-            continue
-        if not (isinstance(f, sp.Pow) and f.args[1] == sp.Rational(-1, 2)):
-            return None
-        bases += list(f.args[0].args) if isinstance(f.args[0], sp.Mul) else [f.args[0]]
-    dot, axis = dots[0].args
-    if len(bases) != 2 or not isinstance(dot, sp.Mul) or len(dot.args) != 2:
-        return None
-    norms = [_squared_norm(b, axis) for b in bases]
-    if None in norms:
-        return None
-    (x, sx), (y, sy) = norms
-    if {x, y} != set(dot.args) or x == y:
-        return None
-    nx, ny = bases
-    diff = x * nx ** sp.Rational(-1, 2) - y * ny ** sp.Rational(-1, 2)
-    near = ir.ReduceSum(diff ** 2, axis) / 2 + (nx - sx) / (2 * nx) + (ny - sy) / (2 * ny)
-    # far from cos = 1 the written form: there the gradient of the squared distance sums
-    # terms of size 1 to a small result (a float32 error of 4e-8 in a gradient of 2e-4)
-    cos = dots[0] * nx ** sp.Rational(-1, 2) * ny ** sp.Rational(-1, 2)
-    far = sp.Mul(-1, cos - 1, evaluate=False)  # 1 - cos, not matched again
-    return ir.Where(sp.StrictGreaterThan(cos, sp.Rational(1, 2)), near, far)
-
-
 def _into_static_select(e, ctx):
     """f(select(flag, a, b)) -> select(flag, f(a), f(b)) for log and gathering, on a select of
     boolean hyperparameters (only the branch picked runs), where a rule then fires in a
@@ -406,7 +352,7 @@ STABILITY = (
             "the difference next to a large shared term; sum((u - v)(u + v)) / (|u| + |v|), u - v "
             "cancelled symbolically, does not", difference_of_norms),
     Rule("one-minus-cosine", "1 - cos cancels near cos = 1; half the squared distance of the "
-            "normalised vectors plus the eps terms, all >= 0, does not", _one_minus_cosine),
+            "normalised vectors plus the eps terms, all >= 0, does not", one_minus_cosine),
     Rule("linear-tail", "a polynomial continued by its tangent line past c (Huber) is A(min(d, c)) "
             "+ slope * (d - min(d, c)): a clip instead of a select", _linear_tail),
 )

@@ -913,7 +913,10 @@ NUMERIC_TRIGGERS = {
     "one-minus-cosine": [
         "loss = 1 - sum(x * t, axis=C) / sqrt((sum(x**2, axis=C) + 1e-12) * (sum(t**2, axis=C) + 1e-12))",
         "loss = 1 - sum(x * t, axis=C) / (sqrt(max(sum(x**2, axis=C), 0.5)) * sqrt(max(sum(t**2, axis=C), 0.5)))",
-        "loss = 1 - sum(x * (x + t / 8), axis=C) / sqrt(sum(x**2, axis=C) * sum((x + t / 8)**2, axis=C))"],
+        "loss = 1 - sum(x * (x + t / 8), axis=C) / sqrt(sum(x**2, axis=C) * sum((x + t / 8)**2, axis=C))",
+        # normalize() and torch's clamped norms: max(sqrt(S), e) is max(S, e**2)**(1/2)
+        "loss = 1 - sum(normalize(x, axis=C, eps=0.5) * normalize(t, axis=C, eps=1e-8), axis=C)",
+        "loss = 1 - sum(x * t, axis=C) / (max(norm(x, axis=C), 1e-8) * max(norm(t, axis=C), 2.0))"],
 }
 
 

@@ -151,3 +151,40 @@ def test_a_gathered_label_below_0_is_told_to_use_ignore():
             """))
     msg = info.value.diagnostics[0].format()
     assert "E222" in msg and "ignore:" in msg, msg
+
+
+COS_NORMALIZE = """
+    name: cos_norm
+    summary: torch's cosine distance, 1 - cosine_similarity, written with normalize.
+    inputs:
+      a: {dtype: float, shape: [N, D]}
+      p: {dtype: float, shape: [N, D]}
+    formula: |
+      loss = 1 - sum(normalize(a, axis=D, eps=1e-8) * normalize(p, axis=D, eps=1e-8), axis=D)
+    reduction: none
+"""
+
+
+@pytest.mark.parametrize("backend", ["paddle", "mindspore"])
+def test_one_minus_cosine_fires_on_normalize(backend, tmp_path):
+    """1 - cos cancels near cos = 1; the rewrite did not fire on normalize() or torch's
+    max(norm, eps) (F3): 0 in float32 for 5e-9 at a = [1, 1e-4], p = [1, 0]."""
+    pytest.importorskip(backend)
+    mod = modules(spec_of(COS_NORMALIZE), tmp_path)[backend]
+    a = np.array([[1.0, 1e-4], [3.0, 4.0]], np.float32)
+    p = np.array([[1.0, 0.0], [3.0, 4.0]], np.float32)
+    if backend == "paddle":
+        import paddle
+
+        got = mod.cos_norm(paddle.to_tensor(a), paddle.to_tensor(p)).numpy()
+    else:
+        import mindspore as ms
+
+        got = mod.cos_norm(ms.Tensor(a), ms.Tensor(p)).asnumpy()
+    import mpmath as mp
+
+    with mp.workdps(40):
+        x = [mp.mpf(float(v)) for v in a[0]]
+        want = 1 - x[0] / mp.sqrt(x[0] ** 2 + x[1] ** 2)
+    assert abs(got[0] - float(want)) <= 1e-5 * float(want), (got, want)
+    assert got[1] == 0.0
