@@ -201,7 +201,7 @@ def _tree_command(args) -> int:
         except emit.OutputLocked as exc:
             print(f"losscc: {printable(str(exc), False)}", file=sys.stderr)
             return 2
-        unexpected = emit.compare(b.files, b.out, b.backends, b.full).unexpected
+        unexpected = emit.compare(b.files, b.out, b.backends, b.full, b.root).unexpected
         for rel, what in unexpected:
             warnings.append(Diagnostic(emit.Location(shown(rel)), "W171",
                                        f"{what} not written by losscc; `losscc check` fails until it is removed",
@@ -215,7 +215,7 @@ def _tree_command(args) -> int:
                 print(w.format(), file=sys.stderr)
             print(f"losscc: {len(b.specs)} specs, {len(b.files)} files, {len(changed)} changed in {printable(b.out_rel, False)}")
         return 0
-    st = emit.compare(b.files, b.out, b.backends, b.full)
+    st = emit.compare(b.files, b.out, b.backends, b.full, b.root)
     code = 0 if st.clean else 1
     report.update(clean=st.clean, exit=code, stale=[shown(r) for r in st.stale],
                   missing=[shown(r) for r in st.missing], extra=[shown(r) for r in st.extra],

@@ -20,7 +20,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import checks, dropin, outtree
+from . import checks, dropin, outtree, strays
 from .backends import Backend, all_backends
 from .backward_emit import custom_context, fallback_warnings
 from .backends import get as get_backend
@@ -299,13 +299,18 @@ def class_name(name: str) -> str:
     return "".join(part.capitalize() for part in name.split("_") if part)
 
 
-def compare(files: dict[str, str], out: Path, backends=None, full: bool = True) -> Report:
-    """The committed tree at `out` against the expected `files` (see :mod:`losscc.outtree`)."""
+def compare(files: dict[str, str], out: Path, backends=None, full: bool = True, root: Path | None = None) -> Report:
+    """The committed tree at `out` against the expected `files` (see :mod:`losscc.outtree`);
+    with the project's `root` and `full`, generated modules elsewhere in it count as
+    unexpected (see :mod:`losscc.strays`)."""
     names = tuple(b.name for b in (backends or all_backends()))
     try:
-        return outtree.inspect(files, out, names, full)
+        report = outtree.inspect(files, out, names, full)
     except outtree.TreeError as exc:
         raise _tree_error(exc, out) from None
+    if full and root is not None:
+        report.unexpected.extend(strays.find(root, out, files, names))
+    return report
 
 
 def _tree_error(exc: outtree.TreeError, out: Path) -> SpecError:
@@ -366,6 +371,7 @@ class Build:
     full: bool          # the whole tree is in scope (every configured spec and backend)
     out: Path           # the output folder, resolved
     out_rel: str        # the output folder relative to the project root
+    root: Path          # the project root
     warnings: list      # W301/W302 (continuity) and W310 (`backward: custom` keeping autograd)
 
 
@@ -389,7 +395,7 @@ def build(project: Project, spec_args: list[str], output: str | None = None, eps
     warnings: list = []
     files = render_tree(specs, chosen, problems=problems, package=package, warnings=warnings)
     return Build(files, specs, chosen, full, out, project_relative(root, out) if inside(root, out) else out.as_posix(),
-                 warnings)
+                 root, warnings)
 
 
 def output_folder(project: Project, output: str | None) -> Path:

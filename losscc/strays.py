@@ -1,0 +1,120 @@
+"""Generated modules outside the output folder: what a pull request that moves the output leaves.
+
+``check`` compares the configured output folder with what the specs produce.  A pull request
+can point ``[tool.losscc] output`` at a new folder, generate there, and edit the old tree,
+which the project's code still imports: the check of the new folder passes.  So a full
+``check`` also looks through the whole project for Python files that carry losscc's header
+lines anywhere in their first bytes (a byte-order mark, a blank line or a comment put before
+the header does not hide it) and reports every one that is not, byte for byte up to the
+version line, the file the specs produce at the same ``<backend>/<module>.py``.  An
+identical copy (a ``build/lib`` copy of the current tree) is harmless and passes.
+
+The walk goes through directory file descriptors opened with ``O_NOFOLLOW`` and never
+follows a link; it skips the output folder itself, version-control folders and installed
+packages (``site-packages``, ``dist-packages``: a tree a project imports by its own path
+cannot sit there), and fails closed when the project holds more than `MAX_ENTRIES` entries
+or folders deeper than `MAX_DEPTH`.  A header stripped from every line of an edited file is
+not detected: that edit shows in the pull request's diff as the removal of the do-not-edit
+header (docs/security.md).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from . import outtree
+from .render import HEADER_MARK, VERSION_PREFIX
+
+MAX_ENTRIES = 1_000_000    # entries looked at in the whole project, at most
+MAX_DEPTH = 64             # folder nesting, at most
+HEAD_BYTES = 4096          # bytes of a file searched for the header lines
+SKIPPED = frozenset({".git", ".hg", ".svn", "site-packages", "dist-packages", "__pycache__"})
+MARKS = (HEADER_MARK.encode(), VERSION_PREFIX.encode(), b"# losscc-spec-sha256:")
+SUFFIXES = (".py", ".pyw", ".pyi")
+
+
+class _Budget:
+    def __init__(self) -> None:
+        self.left = MAX_ENTRIES
+
+
+def _marked(head: bytes) -> bool:
+    """Whether one of losscc's header lines starts a line of `head`."""
+    lines = head.split(b"\n")
+    return any(line.lstrip(b"\xef\xbb\xbf \t\r\f").startswith(m) for line in lines for m in MARKS)
+
+
+def find(root: Path, out: Path, expected: dict[str, str], backends: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(path relative to `out`, what it is) for each stray generated module of the project."""
+    try:
+        out_st = os.stat(out, follow_symlinks=False)
+        skip = {(out_st.st_dev, out_st.st_ino)}
+    except OSError:
+        skip = set()
+    try:
+        fd = os.open(root, outtree._DIR)
+    except OSError:
+        return []
+    found: list[tuple[str, str]] = []
+    try:
+        _walk(fd, "", 0, skip, _Budget(), expected, set(backends), found)
+    finally:
+        os.close(fd)
+    return sorted((os.path.relpath(os.path.join(root, p), out), what) for p, what in found)
+
+
+def _walk(dfd: int, rel: str, depth: int, skip: set, budget: _Budget, expected: dict[str, str],
+          backends: set[str], found: list) -> None:
+    if depth > MAX_DEPTH:
+        found.append((rel, f"folders nested deeper than {MAX_DEPTH}: not searched for generated modules "
+                           "outside the output folder (check fails closed)"))
+        return
+    with os.scandir(dfd) as it:
+        entries = []
+        for e in it:
+            budget.left -= 1
+            if budget.left < 0:
+                found.append((rel, f"a project of more than {MAX_ENTRIES} entries: not all searched for "
+                                   "generated modules outside the output folder (check fails closed)"))
+                return
+            entries.append(e)
+    for e in sorted(entries, key=lambda e: e.name):
+        path = f"{rel}/{e.name}" if rel else e.name
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            if e.name in SKIPPED or (st.st_dev, st.st_ino) in skip:
+                continue
+            try:
+                sub = os.open(e.name, outtree._DIR, dir_fd=dfd)
+            except OSError:
+                continue
+            try:
+                _walk(sub, path, depth + 1, skip, budget, expected, backends, found)
+            finally:
+                os.close(sub)
+            if budget.left < 0:
+                return
+        elif stat.S_ISREG(st.st_mode) and e.name.endswith(SUFFIXES):
+            what = _stray(e.name, dfd, rel, expected, backends)
+            if what:
+                found.append((path, what))
+
+
+def _stray(name: str, dfd: int, rel: str, expected: dict[str, str], backends: set[str]) -> str | None:
+    head = outtree.read_regular(name, dfd, HEAD_BYTES, prefix=True)
+    if head is None or not _marked(head):
+        return None
+    backend = rel.rsplit("/", 1)[-1]
+    key = f"{backend}/{name}"
+    if backend in backends and key in expected:
+        data = outtree.read_regular(name, dfd)
+        if data is not None and outtree.same(expected[key], data):
+            return None
+        return (f"a losscc-generated module outside the output folder that differs from the specs' {key}: "
+                "a copy the project may import instead of the checked tree")
+    return "a losscc-generated module outside the output folder that no spec of this project produces"
