@@ -178,47 +178,42 @@ def _numeric(node) -> bool:
 
 
 @lru_cache(maxsize=256)
-def _exponential(texts: tuple[str, ...], params: frozenset[str]) -> bool:
+def _powers(texts: tuple[str, ...], params: frozenset[str]) -> tuple[bool, frozenset[str]]:
+    """One walk of the formula texts' syntax trees: whether an exponential function may see
+    the inputs, and the hyperparameters that are exponents (``b ** p``)."""
     from .functions import BY_NAME
 
+    exp, found = False, set()
     for text in texts:
         try:
             tree = ast.parse("(" + text + "\n)", mode="eval")
         except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return True  # the parser reports it; no cheaper rule is known to hold
+            exp = True  # the parser reports it; no cheaper rule is known to hold
+            continue
         for n in ast.walk(tree):
             if isinstance(n, ast.Call):
                 records = BY_NAME.get(n.func.id) if isinstance(n.func, ast.Name) else None
-                if records is None or any(f.exponential for f in records):
-                    return True  # an exponential function, or another spec's formula
-            elif isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) and not _numeric(n.right) \
-                    and not (isinstance(n.right, ast.Name) and n.right.id in params):
-                return True  # b ** u = exp(u log b) for u computed from inputs
-    return False
+                exp = exp or records is None or any(f.exponential for f in records)  # or another spec's formula
+            elif isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) and not _numeric(n.right):
+                if isinstance(n.right, ast.Name) and n.right.id in params:
+                    found.add(n.right.id)
+                else:
+                    exp = True  # b ** u = exp(u log b) for u computed from inputs
+    return exp, frozenset(found)
 
 
-@lru_cache(maxsize=256)
-def _power_params(texts: tuple[str, ...], params: frozenset[str]) -> frozenset[str]:
-    found = set()
-    for text in texts:
-        try:
-            tree = ast.parse("(" + text + "\n)", mode="eval")
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue
-        found |= {n.right.id for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow)
-                  and isinstance(n.right, ast.Name) and n.right.id in params}
-    return frozenset(found)
+def _analysis(spec) -> tuple[bool, frozenset[str]]:
+    texts = [b.text for b in spec.bindings]
+    texts += [r.denominator.text for r in getattr(spec, "reductions", ()) if r.denominator is not None]
+    return _powers(tuple(texts), frozenset(p.name for p in spec.params))
 
 
 def exponent_digits(spec, params: dict) -> int:
     """Digits more for the hyperparameters that are exponents (b ** p) of `spec` at `params`:
     b's rounding error grows |p| times ((1 + x) ** p at x = 1e-45, p = 1e45 is e, and was 1
     at 40 digits: verify passed the float's 1).  None below |p| = 1e3."""
-    texts = [b.text for b in spec.bindings]
-    texts += [r.denominator.text for r in getattr(spec, "reductions", ()) if r.denominator is not None]
-    names = _power_params(tuple(texts), frozenset(p.name for p in spec.params))
     big = 1.0
-    for n in names:
+    for n in _analysis(spec)[1]:
         v = params.get(n)
         if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v)):
             big = max(big, abs(float(v)))
@@ -228,9 +223,7 @@ def exponent_digits(spec, params: dict) -> int:
 def exponential(spec) -> bool:
     """Whether `spec`'s formula (its bindings and reduction denominators) may take an
     exponential function of its inputs, for :func:`reference_digits`."""
-    texts = [b.text for b in spec.bindings]
-    texts += [r.denominator.text for r in getattr(spec, "reductions", ()) if r.denominator is not None]
-    return _exponential(tuple(texts), frozenset(p.name for p in spec.params))
+    return _analysis(spec)[0]
 
 
 def check_reference_cost(spec, inputs: dict, needs_gradients: bool) -> None:
