@@ -66,6 +66,14 @@ ELEMENT_TOLERANCES = {
 }
 
 
+class Gradients(dict):
+    """name -> expected gradient; `of_value`: the reference's derivative with each
+    stop_gradient the identity (reference.Reference.value_grads), which the value's
+    condition takes; None where it is the gradient itself."""
+
+    of_value: dict | None = None
+
+
 def sensitivity(prog, case: CaseData, grads: dict, loss_shape) -> np.ndarray | None:
     """S_i = sum over the float inputs (not those of a finite set of values: labels are exact
     data) and learnables x of |x_j * d(sum)/d(x_j)|, gathered onto
@@ -305,7 +313,8 @@ def _items(prog, case, vals, grads, exp_vals, exp_grads, kinks, reds, dtype=None
 
     none = exp_vals.get("none") if truth is None else truth.get("none")
     shape = np.shape(none) if none is not None else None
-    sens = sensitivity(prog, case, exp_grads, shape) if prog is not None and none is not None and exp_grads else None
+    of_value = getattr(exp_grads, "of_value", None) or exp_grads
+    sens = sensitivity(prog, case, of_value, shape) if prog is not None and none is not None and exp_grads else None
     el_floor, cond = value_floors(none, sens) if none is not None else (None, 1.0)
     out = []
     for r in reds:

@@ -139,6 +139,9 @@ class Reference:
     values: dict                  # reduction -> float64 array / float
     grads: dict                   # name -> float64 array of d(sum)/d(name)
     kinks: dict                   # name -> bool mask of non-differentiable points
+    # d(sum)/d(name) with stop_gradient the identity, where the loss has one (None: `grads`):
+    # the value's own derivative, for its condition (compare.sensitivity)
+    value_grads: dict | None = None
 
 
 def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None = None,
@@ -157,7 +160,8 @@ def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None 
         i.name for i in prog.spec.inputs if i.dtype == "float" and inputs.get(i.name) is not None
     ] + [lr.name for lr in prog.spec.learnable]
     entries = sum(np.size(learnable[n] if n in learnable else inputs[n]) for n in names)
-    check_work(prog, inputs, learnable, 1 + 2 * entries, max_dps, charge, params)
+    stops = _has_stop(prog)
+    check_work(prog, inputs, learnable, 1 + 2 * entries * (2 if stops else 1), max_dps, charge, params)
     with mpmath.workdps(dps):
         ev = Evaluator(prog, inputs, params, learnable)
         ev.near_tol = near_tol
@@ -181,9 +185,36 @@ def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None 
                     fine.append((name, k, res / abs(d)))
             grads[name] = g
             kinks[name] = kink
+        value_grads = _thawed(ev, inputs, learnable, base["none"], names) if stops else None
     if fine:
         _refine(prog, inputs, params, learnable, grads, fine, dps)
-    return Reference(values, grads, kinks)
+    return Reference(values, grads, kinks, value_grads)
+
+
+def _has_stop(prog: Program) -> bool:
+    from .ir import StopGradient
+
+    return any(e is not None and e.has(StopGradient) for e in (prog.loss, *prog.denominators.values()))
+
+
+def _thawed(ev: Evaluator, inputs: dict, learnable: dict, at, names: list[str]) -> dict:
+    """d(sum)/d(name) with each stop_gradient the identity: an element's value moves with
+    its operands' rounding whatever the gradient says (`x - stop_gradient(max(x))` at the
+    maximum is 0 for any x, and frozen it would seem to move with x)."""
+    ev.thaw = True
+    try:
+        diff = _Differences(ev, inputs, learnable, at)
+        out = {}
+        for name in names:
+            src = np.asarray(learnable[name] if name in learnable else inputs[name], dtype=float)
+            g = np.zeros(src.shape)
+            for k in np.ndindex(src.shape):
+                d, _, res = diff.entry(name, k)
+                g[k] = _resolved(d, res)
+            out[name] = g
+        return out
+    finally:
+        ev.thaw = False
 
 
 def _drop_unfelt(ev: Evaluator, f0) -> None:

@@ -70,6 +70,7 @@ class Evaluator(TensorOps):
         self.raw = dict(inputs)
         self.learnable = {k: to_mp(np.asarray(v, dtype=float)) for k, v in learnable.items()}
         self.frozen: dict = {}
+        self.thaw = False  # stop_gradient recomputed also while frozen: the value's own derivative
         # a backstop beside the work estimate (erf at hundreds of digits costs far more)
         self.deadline = time.monotonic() + limits.MAX_REFERENCE_SECONDS
         # near ties (refarrays.near_mask) at the unperturbed point: selection -> positions,

@@ -34,7 +34,7 @@ class TensorOps:
         return np.take(x, [k], axis=d)
 
     def _eval_StopGradient(self, e, ev):
-        if self._freeze and e in self.frozen:
+        if self._freeze and not self.thaw and e in self.frozen:
             return self.frozen[e]
         v = ev(e.args[0])
         if not self._freeze:

@@ -31,7 +31,7 @@ import numpy as np
 
 from .cases import CaseData, extreme_cases, load_case_file, random_cases, reference_cases, spec_cases
 from .compare import (  # noqa: F401  (compare, check and the tolerances are part of verify's API)
-    ELEMENT_TOLERANCES, TOLERANCES, Check, Tolerance, _check_case, _extreme_check, _magnitude, check, compare,
+    ELEMENT_TOLERANCES, TOLERANCES, Check, Gradients, Tolerance, _check_case, _extreme_check, _magnitude, check, compare,
     error_line, gradient_floor, sensitivity, value_floors,
 )
 from .backends import all_backends, load_frameworks
@@ -179,7 +179,8 @@ def expectations(prog, case: CaseData, dtype: str = "float64"):
         if case.from_reference:
             exp_vals = ref.values
         if not exp_grads:
-            exp_grads = ref.grads
+            exp_grads = Gradients(ref.grads)
+            exp_grads.of_value = ref.value_grads
             kinks = ref.kinks
             if _defined_by_hand(case, ref):
                 # the formula is singular where the case (and the spec's eps guard) gives a
