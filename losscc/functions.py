@@ -78,6 +78,7 @@ class Function:
     keywords: tuple[str, ...] = ()    # keyword arguments beside axis= (constants or parameters)
     exponential: bool = False         # exp(-|x|) of its argument counts next to 1: the reference
     #                                   needs |x| / 2.3 more digits (losscc.casecheck.reference_digits)
+    nonpos_op: str | None = None      # the operator for an argument proved <= 0, where a backend has one
 
 
 # ------------------------------------------------------------------ mpmath evaluators
@@ -182,7 +183,8 @@ FUNCTIONS: tuple[Function, ...] = (
     _unary("abs", sp.Abs, METHOD, "absolute value; abs'(0) = 0", build=ir.real_abs,
            range_=Range(nonneg="yes", bounded="arg")),
     _unary("sigmoid", ir.sigmoid, mp_sigmoid, "1 / (1 + exp(-x))", range_=Range(nonneg="yes", bounded="yes"), exponential=True),
-    _unary("softplus", ir.softplus, mp_softplus, "log(1 + exp(x)), without overflow", range_=_NONNEG, exponential=True),
+    _unary("softplus", ir.softplus, mp_softplus, "log(1 + exp(x)), without overflow", range_=_NONNEG, exponential=True,
+           nonpos_op="softplus_nonpos"),
     _sugar("log_sigmoid", "log_sigmoid(x)", "elementwise", "log(sigmoid(x)), finite for any x",
            lambda x: -ir.softplus(-x), "-softplus(-x)", exponential=True),
     _unary("tanh", hyperbolic.tanh, _capped(mpmath.tanh, mpmath.mpf), "hyperbolic tangent", range_=Range(bounded="yes"), exponential=True),

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from . import functions, fusion, ir
+from . import fusion, ir
 from .backends import Backend
 from .layout import power, unary_needs_parens
 from .literals import cancelling_pair
@@ -38,6 +38,7 @@ from .localnames import Locals, allocate, import_names  # noqa: F401  (import_na
 from .localnames import hint as _hint
 from .operands import ADD, AND, ATOM, CMP, MUL, NOT, OR, POW, UNARY, VALUE_OPERANDS, analyse, is_atomic, is_simple
 from .parse import Program, TType
+from .ranges import unary_operator
 from .shapes import canonical_shape, plain_shape, span  # noqa: F401  (re-exported for the pipeline)
 from .spec import Spec
 
@@ -306,7 +307,7 @@ class Lowerer(OperatorLowering):
 
     def _lower_Function(self, e) -> tuple[str, int]:
         """An elementwise function of one argument (the call-lowering entry point)."""
-        key = functions.unary_op(e)  # a function that is one operator on its argument
+        key = unary_operator(e, self.b.ops, self.prog)  # one operator on its argument (maybe its x <= 0 form)
         if key is not None:
             return self.call(key, x=self.function_arg(e.args[0]))
         raise NotImplementedError(f"no lowering for {type(e).__name__}")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from . import functions
+from . import functions, ir
 
 BOUND = 50  # |value| at most this is "bounded": exp(value) and value**4 stay finite in float32
 
@@ -245,3 +245,45 @@ def is_positive(e, prog) -> bool:
 def is_nonneg(e, prog) -> bool:
     """True when e >= 0 for every input allowed by the declared domains."""
     return Ranges(prog).nonneg(e)
+
+
+def nonpositive(e, ranges: Ranges) -> bool:
+    """True when e <= 0 wherever it is evaluated, exactly in floating point too: a number
+    <= 0, -u with u >= 0, a sum of such terms, and a where whose branches are <= 0 under
+    their conditions (`where(x > 0, -x, x)`, the -|x| the softplus rewrites make)."""
+    if e.is_Number:
+        return bool(e <= 0)
+    if isinstance(e, sp.Mul) and e.args[0].is_Number and e.args[0] < 0:
+        return ranges.nonneg(sp.Mul(*e.args[1:]))
+    if isinstance(e, sp.Add):
+        return all(nonpositive(a, ranges) for a in e.args)
+    if isinstance(e, ir.Where):
+        c, a, b = e.args
+        return _nonpos_given(a, c, True, ranges) and _nonpos_given(b, c, False, ranges)
+    return False
+
+
+def _nonpos_given(e, c, holds: bool, ranges: Ranges) -> bool:
+    """e <= 0 where condition `c` holds (`holds`) or fails: -u where u > k or u >= k, k >= 0;
+    u where u > k or u >= k fails, k <= 0."""
+    if isinstance(c, (sp.StrictLessThan, sp.LessThan)):  # k < u is u > k
+        c = (sp.StrictGreaterThan if isinstance(c, sp.StrictLessThan) else sp.GreaterThan)(c.args[1], c.args[0],
+                                                                                          evaluate=False)
+    if isinstance(c, (sp.StrictGreaterThan, sp.GreaterThan)) and c.args[1].is_Number:
+        u, k = c.args
+        if holds and k >= 0 and e == -u:
+            return True
+        if not holds and k <= 0 and e == u:
+            return True
+    return nonpositive(e, ranges)
+
+
+def unary_operator(e, ops, prog) -> str | None:
+    """The backend operator of a function of one argument (functions.unary_op), or the
+    record's form for an argument <= 0 where the backend `ops` has one and the argument is
+    proved <= 0 (log1p(exp(x)) for softplus: no select of the sign)."""
+    key = functions.unary_op(e)
+    f = functions.of_node(e) if key is not None else None
+    if f is not None and f.nonpos_op in ops and nonpositive(e.args[0], Ranges(prog)):
+        return f.nonpos_op
+    return key

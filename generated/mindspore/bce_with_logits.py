@@ -124,22 +124,16 @@ def _log1p(x):
     return ops.cast(out, x.dtype)
 
 
-def _softplus(x):
-    """log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)), in float64: accurate to a few ulps
-    also far below 0, where the native kernel flushes to 0 (float32 from about -17) and
-    the float32 exp is off by up to 2e-5. The gradient is sigmoid(x),
-    also at x = 0."""
+def _softplus_nonpos(x):
+    """log(1 + exp(x)) for x <= 0 (the caller's argument is), in float64 as _softplus,
+    without its selects of the sign."""
     y = ops.cast(x, ms.float64)
-    positive = y > 0
+    e = ops.exp(y)
     if x.dtype != ms.float64:
-        # a float32 x: e = exp(-|x|) in float64; log(1 + e) is off by 2**-53 absolute,
-        # under 2**-33 relative from e = 2**-20 on; below, e - e**2 / 2 (error e**3 / 3)
-        e = ops.exp(ops.where(positive, -y, y))
-        tail = ops.where(e < 2.0**-20, e - 0.5 * e * e, ops.log(1 + e))
-        return ops.cast(ops.where(positive, y, ops.zeros_like(y)) + tail, x.dtype)
-    tail = _log1p(ops.exp(ops.where(positive, -y, y)))
-    out = ops.where(positive, y, ops.zeros_like(y)) + tail
-    return ops.cast(out, x.dtype)
+        return ops.cast(
+            ops.where(e < 2.0**-20, e - 0.5 * e * e, ops.log(1 + e)), x.dtype
+        )
+    return _log1p(e)
 
 
 def _sum_all(x):
@@ -184,7 +178,7 @@ def bce_with_logits(input, target, weight=None, pos_weight=None, reduction="mean
     # specialised: the defaults substituted into the loss
     if weight is None and pos_weight is None:
         t = input > 0
-        loss = _softplus(ops.where(t, -input, input)) - ops.where(
+        loss = _softplus_nonpos(ops.where(t, -input, input)) - ops.where(
             t, input * (target - 1), input * target
         )
         if reduction == "none":
@@ -199,7 +193,7 @@ def bce_with_logits(input, target, weight=None, pos_weight=None, reduction="mean
         if pos_weight is None:
             pos_weight = ops.full((C,), 1.0, dtype=dtype)
         t = input > 0
-        t_1 = (target - pos_weight * target - 1) * _softplus(
+        t_1 = (target - pos_weight * target - 1) * _softplus_nonpos(
             ops.where(t, -input, input)
         ) + ops.where(t, input * (target - 1), input * pos_weight * target)
         loss = -(weight * t_1)

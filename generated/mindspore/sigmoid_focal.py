@@ -142,22 +142,16 @@ def _log1p(x):
     return ops.cast(out, x.dtype)
 
 
-def _softplus(x):
-    """log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)), in float64: accurate to a few ulps
-    also far below 0, where the native kernel flushes to 0 (float32 from about -17) and
-    the float32 exp is off by up to 2e-5. The gradient is sigmoid(x),
-    also at x = 0."""
+def _softplus_nonpos(x):
+    """log(1 + exp(x)) for x <= 0 (the caller's argument is), in float64 as _softplus,
+    without its selects of the sign."""
     y = ops.cast(x, ms.float64)
-    positive = y > 0
+    e = ops.exp(y)
     if x.dtype != ms.float64:
-        # a float32 x: e = exp(-|x|) in float64; log(1 + e) is off by 2**-53 absolute,
-        # under 2**-33 relative from e = 2**-20 on; below, e - e**2 / 2 (error e**3 / 3)
-        e = ops.exp(ops.where(positive, -y, y))
-        tail = ops.where(e < 2.0**-20, e - 0.5 * e * e, ops.log(1 + e))
-        return ops.cast(ops.where(positive, y, ops.zeros_like(y)) + tail, x.dtype)
-    tail = _log1p(ops.exp(ops.where(positive, -y, y)))
-    out = ops.where(positive, y, ops.zeros_like(y)) + tail
-    return ops.cast(out, x.dtype)
+        return ops.cast(
+            ops.where(e < 2.0**-20, e - 0.5 * e * e, ops.log(1 + e)), x.dtype
+        )
+    return _log1p(e)
 
 
 def _sigmoid(x):
@@ -220,7 +214,7 @@ def sigmoid_focal(
         alpha_t = alpha * label + (1 - alpha) * t
         t_1 = logit > 0
         t_2 = -logit
-        bce = ops.where(t_1, logit * t, -(label * logit)) + _softplus(
+        bce = ops.where(t_1, logit * t, -(label * logit)) + _softplus_nonpos(
             ops.where(t_1, t_2, logit)
         )
         p = _sigmoid(logit)
@@ -243,7 +237,7 @@ def sigmoid_focal(
         alpha_t = alpha * label + (1 - alpha) * t
         t_1 = logit > 0
         t_2 = -logit
-        bce = ops.where(t_1, logit * t, -(label * logit)) + _softplus(
+        bce = ops.where(t_1, logit * t, -(label * logit)) + _softplus_nonpos(
             ops.where(t_1, t_2, logit)
         )
         p = _sigmoid(logit)

@@ -130,22 +130,16 @@ def _log1p(x):
     return ops.cast(out, x.dtype)
 
 
-def _softplus(x):
-    """log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)), in float64: accurate to a few ulps
-    also far below 0, where the native kernel flushes to 0 (float32 from about -17) and
-    the float32 exp is off by up to 2e-5. The gradient is sigmoid(x),
-    also at x = 0."""
+def _softplus_nonpos(x):
+    """log(1 + exp(x)) for x <= 0 (the caller's argument is), in float64 as _softplus,
+    without its selects of the sign."""
     y = ops.cast(x, ms.float64)
-    positive = y > 0
+    e = ops.exp(y)
     if x.dtype != ms.float64:
-        # a float32 x: e = exp(-|x|) in float64; log(1 + e) is off by 2**-53 absolute,
-        # under 2**-33 relative from e = 2**-20 on; below, e - e**2 / 2 (error e**3 / 3)
-        e = ops.exp(ops.where(positive, -y, y))
-        tail = ops.where(e < 2.0**-20, e - 0.5 * e * e, ops.log(1 + e))
-        return ops.cast(ops.where(positive, y, ops.zeros_like(y)) + tail, x.dtype)
-    tail = _log1p(ops.exp(ops.where(positive, -y, y)))
-    out = ops.where(positive, y, ops.zeros_like(y)) + tail
-    return ops.cast(out, x.dtype)
+        return ops.cast(
+            ops.where(e < 2.0**-20, e - 0.5 * e * e, ops.log(1 + e)), x.dtype
+        )
+    return _log1p(e)
 
 
 def _exp(x):
@@ -192,14 +186,14 @@ def uncertainty_multitask(
     dtype = logits1.dtype
     log_vars = ops.cast(log_vars, dtype)
     t = logits1 > 0
-    bce1 = ops.where(t, logits1 * (1 - labels1), -(labels1 * logits1)) + _softplus(
-        ops.where(t, -logits1, logits1)
-    )
+    bce1 = ops.where(
+        t, logits1 * (1 - labels1), -(labels1 * logits1)
+    ) + _softplus_nonpos(ops.where(t, -logits1, logits1))
     s1 = log_vars[0]
     t_1 = logits2 > 0
-    bce2 = ops.where(t_1, logits2 * (1 - labels2), -(labels2 * logits2)) + _softplus(
-        ops.where(t_1, -logits2, logits2)
-    )
+    bce2 = ops.where(
+        t_1, logits2 * (1 - labels2), -(labels2 * logits2)
+    ) + _softplus_nonpos(ops.where(t_1, -logits2, logits2))
     s2 = log_vars[1]
     loss = bce1 * _exp(-s1) + bce2 * _exp(-s2) + s1 + s2
     if reduction == "none":

@@ -17,9 +17,8 @@ Formula, as written in the spec::
 Computed as (after losscc's stable rewrites, in canonical layout)::
 
     t = input > 0
-    t_1 = (-1 + target - pos_weight*target)*softplus(where(t, -input, input)) + where(t,
-        input*(-1 + target), input*pos_weight*target)
-    loss = -weight*t_1
+    t_1 = (-1 + target - pos_weight*target)*softplus(where(t, -input, input))
+    loss = -weight*(t_1 + where(t, input*(-1 + target), input*pos_weight*target))
 
     with weight, pos_weight None: loss = -where(t, input*(-1 + target), input*target) +
         softplus(where(t, -input, input))
@@ -108,16 +107,6 @@ def _check_inputs(input, target, weight, pos_weight):
         )
 
 
-def _softplus(x):
-    """log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)): the native kernel computes
-    log(1 + exp(x)), which loses the relative accuracy below 0 and the whole value below
-    about -37 (float64) / -17 (float32). The gradient is sigmoid(x),
-    also at x = 0."""
-    positive = x > 0
-    tail = paddle.log1p(paddle.exp(paddle.where(positive, -x, x)))
-    return paddle.where(positive, x, paddle.zeros_like(x)) + tail
-
-
 def _shape(x):
     """x's shape as a tuple, with sizes unknown until run time read as tensors.
 
@@ -183,7 +172,7 @@ def bce_with_logits(
     # specialised: the defaults substituted into the loss
     if weight is None and pos_weight is None:
         t = input > 0
-        loss = _softplus(paddle.where(t, -input, input)) - paddle.where(
+        loss = paddle.log1p(paddle.exp(paddle.where(t, -input, input))) - paddle.where(
             t, input * (target - 1), input * target
         )
         if reduction == "none":
@@ -198,10 +187,13 @@ def bce_with_logits(
         if pos_weight is None:
             pos_weight = paddle.full((C,), 1.0, dtype=dtype)
         t = input > 0
-        t_1 = (target - pos_weight * target - 1) * _softplus(
-            paddle.where(t, -input, input)
-        ) + paddle.where(t, input * (target - 1), input * pos_weight * target)
-        loss = -(weight * t_1)
+        t_1 = (target - pos_weight * target - 1) * paddle.log1p(
+            paddle.exp(paddle.where(t, -input, input))
+        )
+        loss = -(
+            weight
+            * (t_1 + paddle.where(t, input * (target - 1), input * pos_weight * target))
+        )
         if reduction == "none":
             result = loss
         elif reduction == "sum":

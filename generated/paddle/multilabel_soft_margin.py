@@ -92,16 +92,6 @@ def _check_inputs(input, target, weight):
         )
 
 
-def _softplus(x):
-    """log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)): the native kernel computes
-    log(1 + exp(x)), which loses the relative accuracy below 0 and the whole value below
-    about -37 (float64) / -17 (float32). The gradient is sigmoid(x),
-    also at x = 0."""
-    positive = x > 0
-    tail = paddle.log1p(paddle.exp(paddle.where(positive, -x, x)))
-    return paddle.where(positive, x, paddle.zeros_like(x)) + tail
-
-
 def _shape(x):
     """x's shape as a tuple, with sizes unknown until run time read as tensors.
 
@@ -153,9 +143,9 @@ def multilabel_soft_margin(
     # specialised: the defaults substituted into the loss
     if weight is None:
         t = input > 0
-        per_class = paddle.where(t, input * (target - 1), input * target) - _softplus(
-            paddle.where(t, -input, input)
-        )
+        per_class = paddle.where(
+            t, input * (target - 1), input * target
+        ) - paddle.log1p(paddle.exp(paddle.where(t, -input, input)))
         total = paddle.sum(per_class, axis=-1, keepdim=True)
         loss = -(total / paddle.full([], C, dtype=dtype))
         if reduction == "none":
@@ -166,9 +156,9 @@ def multilabel_soft_margin(
             result = loss.mean()
     else:
         t = input > 0
-        per_class = paddle.where(t, input * (target - 1), input * target) - _softplus(
-            paddle.where(t, -input, input)
-        )
+        per_class = paddle.where(
+            t, input * (target - 1), input * target
+        ) - paddle.log1p(paddle.exp(paddle.where(t, -input, input)))
         total = paddle.sum(weight * per_class, axis=-1, keepdim=True)
         loss = -(total / paddle.full([], C, dtype=dtype))
         if reduction == "none":

@@ -127,16 +127,6 @@ def _check_inputs(logit, label, normalizer):
         )
 
 
-def _softplus(x):
-    """log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)): the native kernel computes
-    log(1 + exp(x)), which loses the relative accuracy below 0 and the whole value below
-    about -37 (float64) / -17 (float32). The gradient is sigmoid(x),
-    also at x = 0."""
-    positive = x > 0
-    tail = paddle.log1p(paddle.exp(paddle.where(positive, -x, x)))
-    return paddle.where(positive, x, paddle.zeros_like(x)) + tail
-
-
 def _sigmoid(x):
     """1 / (1 + exp(-x)) as 1 - sigmoid(-x) above 0: the native kernel's gradient is
     s (1 - s) of the rounded s, 0 where s rounds to 1 (x beyond about 17 in float32, 37 in
@@ -187,8 +177,8 @@ def sigmoid_focal(
         alpha_t = alpha * label + (1 - alpha) * t
         t_1 = logit > 0
         t_2 = -logit
-        bce = paddle.where(t_1, logit * t, -(label * logit)) + _softplus(
-            paddle.where(t_1, t_2, logit)
+        bce = paddle.where(t_1, logit * t, -(label * logit)) + paddle.log1p(
+            paddle.exp(paddle.where(t_1, t_2, logit))
         )
         p = _sigmoid(logit)
         t_3 = label * _sigmoid(t_2) + t * p
@@ -211,8 +201,8 @@ def sigmoid_focal(
         alpha_t = alpha * label + (1 - alpha) * t
         t_1 = logit > 0
         t_2 = -logit
-        bce = paddle.where(t_1, logit * t, -(label * logit)) + _softplus(
-            paddle.where(t_1, t_2, logit)
+        bce = paddle.where(t_1, logit * t, -(label * logit)) + paddle.log1p(
+            paddle.exp(paddle.where(t_1, t_2, logit))
         )
         p = _sigmoid(logit)
         t_3 = label * _sigmoid(t_2) + t * p

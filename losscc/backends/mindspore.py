@@ -264,6 +264,7 @@ BACKEND = Backend(
         "erf": "ops.erf({x})",
         "sigmoid": "_sigmoid({x})",  # not ops.sigmoid: its gradient is 0 in the tail above 0
         "softplus": "_softplus({x})",
+        "softplus_nonpos": "_softplus_nonpos({x})",
         "maximum": "ops.maximum({x}, {y})",
         "minimum": "ops.minimum({x}, {y})",
         "clip": "ops.clamp({x}, {lo}, {hi})",
@@ -394,6 +395,14 @@ BACKEND = Backend(
     tail = _log1p(ops.exp(ops.where(positive, -y, y)))
     out = ops.where(positive, y, ops.zeros_like(y)) + tail
     return ops.cast(out, x.dtype)''',
+        "softplus_nonpos": '''def _softplus_nonpos(x):
+    """log(1 + exp(x)) for x <= 0 (the caller's argument is), in float64 as _softplus,
+    without its selects of the sign."""
+    y = ops.cast(x, ms.float64)
+    e = ops.exp(y)
+    if x.dtype != ms.float64:
+        return ops.cast(ops.where(e < 2.0**-20, e - 0.5 * e * e, ops.log(1 + e)), x.dtype)
+    return _log1p(e)''',
         "sum_all": _SUM_ALL,
         "mean_all": _SUM_ALL,
         "log_softmax": _LOG_SOFTMAX,

@@ -329,6 +329,7 @@ BACKEND = Backend(
         # not F.softplus: one fused kernel, 4-7x faster, but log(1 + exp(x)) loses the
         # relative accuracy of the value below 0 (docs/operator_choices.md)
         "softplus": "_softplus({x})",
+        "softplus_nonpos": "paddle.log1p(paddle.exp({x}))",  # x <= 0: accurate, no select
         "maximum": "paddle.maximum({x}, {y})",
         "minimum": "paddle.minimum({x}, {y})",
         "clip": "paddle.clip({x}, {lo}, {hi})",
