@@ -146,6 +146,8 @@ def check_param(p, v: Any, where: str) -> None:
         raise CaseProblem(f"{where}: expected a number for the parameter '{p.name}', got {type(v).__name__}")
     if p.kind == "int" and not (isinstance(v, int) or (isinstance(v, float) and v.is_integer())):
         raise CaseProblem(f"{where}: expected an integer for the int parameter '{p.name}'")
+    if p.kind == "int" and not -2**63 <= v < 2**63:  # as a default must (E113): no framework takes more
+        raise CaseProblem(f"{where}: an int parameter must fit in int64")
     if not math.isfinite(v):
         raise CaseProblem(f"{where}: must be finite")
     if not p.admits(v):

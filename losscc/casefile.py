@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from . import limits
-from .casecheck import CaseProblem, check_inputs, check_param, check_reference_cost, count_numbers, nested_shape
+from .casecheck import (CaseProblem, check_inputs, check_param, check_reference_cost, count_numbers, flat,
+                        nested_shape)
 from .casedata import CaseData, check_none_shape, declared_shape
 from .errors import Diagnostic, Location, SpecError
 from .files import read_bounded
@@ -237,6 +238,10 @@ def _tensor(obj, where: str, inp) -> np.ndarray:
         raise CaseProblem(f"{where}: data does not have shape {str(declared)[:60]}")
     if inp is not None and (inp.dtype == "int") != (dtype == "int64"):
         raise CaseProblem(f"{where}: dtype {dtype} does not fit the {inp.dtype} input '{inp.name}'")
+    if dtype == "int64":  # NumPy truncates 1.5 to 1 and raises OverflowError past int64
+        for x in flat(obj["data"]):
+            if isinstance(x, float) and not x.is_integer() or not -2**63 <= x < 2**63:
+                raise CaseProblem(f"{where}: {str(x)[:40]} is not an int64 value")
     return np.asarray(obj["data"], dtype=np.int64 if dtype == "int64" else float)
 
 
