@@ -28,12 +28,23 @@ def doc_escape(text: str) -> str:
     """Text safe inside a triple-quoted docstring: no escapes, no closing quotes, no control chars."""
     text = "".join(ch if ch == "\n" or (ch.isprintable() and ch not in "\x85\u2028\u2029") else " "
                    for ch in str(text))
-    return text.replace("\\", "\\\\").replace('"', '\\"')
+    return no_export_subst(text.replace("\\", "\\\\").replace('"', '\\"'))
 
 
 def comment_escape(text: str) -> str:
     """One line of comment text: control characters and line breaks removed."""
-    return "".join(ch if ch.isprintable() else "?" for ch in str(text)).replace("\n", " ")
+    return no_export_subst("".join(ch if ch.isprintable() else "?" for ch in str(text)).replace("\n", " "))
+
+
+EXPORT_SUBST = "$Format:"
+
+
+def no_export_subst(text: str) -> str:
+    """Spec text with git's export-subst placeholder `$Format:...$` broken (`\\x24Format:`, `$` in a
+    docstring): with `export-subst` in a `.gitattributes`, `git archive` (a release tarball, a
+    forge's source download) replaces it by commit data such as the message, `%B`, which then
+    closes the docstring or starts a line after the comment -- code `check` never saw."""
+    return text.replace(EXPORT_SUBST, "\\x24Format:")
 
 
 def indent(lines, n: int) -> str:
@@ -131,6 +142,8 @@ def normalise(text: str, code: bool = True) -> str:
     text = text.strip("\n") + "\n"
     if code:
         text = no_coding_declaration(layout(text))
+        if EXPORT_SUBST in text:  # the filters escape it in spec text; nothing else may write it
+            raise ValueError(f"generated code holds git's placeholder {EXPORT_SUBST}")
     return text
 
 
