@@ -19,6 +19,30 @@ from .formula import formula_text
 from .parse import Program
 
 _MAX_OPS = 200  # larger branches are not analysed (the zero test is bounded: losscc.bounded)
+# nor sides holding more selects than this besides the one analysed: the slope of a product of
+# k selects holds k**2 of them, each rebuilt (its conditions evaluated) at every substitution;
+# `y * where(x > 1, x, 1) * ... * where(x > 60, x, 60)` (1.1 KB) took 100 s (the catalogue: 2)
+_MAX_SELECTS = 4
+# the work of all the boundaries of a spec: each analysed side pair costs (ops of both sides)**2
+# (a slope is a derivative, and the derivative of a product of k factors holds k**2 of them);
+# past it the other boundaries are not analysed.  The catalogue's largest spec uses 740; one
+# Piecewise of 31 pairs times 24 factors exp(sin(k x)) took 13 s, 200-op sides about 1 s each
+_MAX_WORK = 200_000
+# nodes of a side counted before count_ops walks it (count_ops and the substitutions walk trees:
+# a loss of 20000 nodes around 240 boundaries took 6 s in count_ops alone)
+_MAX_NODES = 1000
+
+
+def _nodes(e, skip=None, limit: int = _MAX_NODES) -> int:
+    """Nodes of the tree e (the subtree `skip` left out), counted up to limit + 1."""
+    n, stack = 0, [e]
+    while stack and n <= limit:
+        x = stack.pop()
+        if skip is not None and x == skip:
+            continue
+        n += 1
+        stack.extend(x.args)
+    return n
 
 
 def _elementwise(e) -> bool:
@@ -64,16 +88,22 @@ def _linear_symbol(lhs):
     return None
 
 
-def _boundary_change(around, node, a, b, cond):
+def _boundary_change(around, node, a, b, cond, budget: list[int]):
     """(does the value jump, does the slope jump) across lhs = rhs where `node` switches from
     branch a (where `cond` holds) to b, with `around` the formula holding it; None where
-    undecided."""
+    undecided, also where `budget` (the work left, charged here) does not cover it."""
     lhs, rhs = cond.args
     if not (isinstance(lhs, sp.Expr) and isinstance(rhs, sp.Expr)):
         return None, None
+    if _nodes(around, node) + max(_nodes(a), _nodes(b)) > _MAX_NODES:
+        return None, None
     t = sp.Dummy("t", real=True)
     fa, fb = around.xreplace({node: a}), around.xreplace({node: b})
-    if sp.count_ops(fa) > _MAX_OPS or sp.count_ops(fb) > _MAX_OPS or not all(_elementwise(x) for x in (fa, fb)):
+    ops = sp.count_ops(fa), sp.count_ops(fb)
+    if max(ops) > _MAX_OPS or sum(ops) ** 2 > budget[0] or not all(_elementwise(x) for x in (fa, fb)):
+        return None, None
+    budget[0] -= sum(ops) ** 2
+    if any(sum(isinstance(n, sp.Piecewise) for n in sp.preorder_traversal(x)) > _MAX_SELECTS for x in (fa, fb)):
         return None, None
     if lhs.free_symbols and (fa.xreplace({lhs: t}).has(*lhs.free_symbols)
                              or fb.xreplace({lhs: t}).has(*lhs.free_symbols)):
@@ -109,6 +139,7 @@ def continuity(prog: Program) -> list[Diagnostic]:
     around: dict = {}
     _enclosed(prog.loss, prog.loss, around)
     tensors = {i.name for i in spec.inputs} | {lr.name for lr in spec.learnable}
+    budget = [_MAX_WORK]
     for node, top in around.items():
         pairs = list(node.args)
         for k in range(len(pairs) - 1):
@@ -119,14 +150,14 @@ def continuity(prog: Program) -> list[Diagnostic]:
                 continue  # a condition on hyperparameters alone: no gradient crosses it
             a, b = pairs[k].expr, pairs[k + 1].expr
             lhs, rhs = cond.args
-            if any(sp.count_ops(x) > _MAX_OPS for x in (a, b, lhs, rhs)):
+            if any(_nodes(x) > _MAX_NODES or sp.count_ops(x) > _MAX_OPS for x in (a, b, lhs, rhs)):
                 continue
             if not all(_elementwise(x) for x in (a, b, lhs, rhs)):
                 continue
             try:  # a lint: a boundary SymPy cannot move along is not reported
-                jump, kink = _boundary_change(top, node, a, b, cond)
+                jump, kink = _boundary_change(top, node, a, b, cond, budget)
                 if jump is None:
-                    jump, kink = _boundary_change(node, node, a, b, cond)
+                    jump, kink = _boundary_change(node, node, a, b, cond, budget)
             except (AttributeError, TypeError, ValueError, NotImplementedError, ArithmeticError):
                 continue
             boundary = f"{formula_text(lhs)} = {formula_text(rhs)}"

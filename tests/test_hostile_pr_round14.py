@@ -2,12 +2,15 @@
 OverflowError: an internal error, exit 3, in `docs --check` and `verify`) or of a fraction
 (NumPy truncated the label 1.5 to 1 silently); an int parameter past int64 in a case; git's
 export-subst placeholder `$Format:%B$` in spec text, which `git archive` replaced by the
-commit message in the generated module."""
+commit message in the generated module; the continuity lint's unbounded work on products
+of selects and large losses."""
 
 from __future__ import annotations
 
 import ast
 import json
+import signal
+import time
 
 import pytest
 
@@ -96,3 +99,85 @@ def test_git_archive_placeholders_never_reach_a_generated_module(backend):
 def test_rendered_code_holding_the_placeholder_is_refused():
     with pytest.raises(ValueError, match="placeholder"):
         normalise("x = 1  # $Format:%B$\n")
+
+
+def _bal(items: list[str], op: str) -> str:
+    """A balanced sum or product (a flat one nests past the limit 'depth')."""
+    if len(items) == 1:
+        return items[0]
+    m = len(items) // 2
+    return f"({_bal(items[:m], op)}{op}{_bal(items[m:], op)})"
+
+
+def _lint_spec(formula: str):
+    from losscc.pipeline import prepare
+
+    text = ("name: s\nsummary: S.\ninputs:\n  x: {dtype: float, shape: [N]}\n  y: {dtype: float, shape: [N]}\n"
+            f"formula: |\n  {formula}\n")
+    return prepare(spec_from_text(text, "s.yaml")).prog
+
+
+def _alarm(*_):
+    raise TimeoutError
+
+
+def test_the_continuity_lint_of_a_product_of_selects_is_bounded():
+    """`y * where(x > 1, x, 1) * ... * where(x > 60, x, 60)` (1.1 KB): every boundary is continuous,
+    so the lint took each side's slope, the derivative of a product of 59 other selects (3481 of
+    them, each rebuilt and its conditions evaluated at every substitution): 100 s in `check`."""
+    from losscc import lint
+
+    prog = _lint_spec("loss = y * " + _bal([f"where(x > {i}, x, {i})" for i in range(1, 61)], " * "))
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(20)
+    try:
+        start = time.process_time()
+        lint.continuity(prog)
+        assert time.process_time() - start < 10
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def test_the_continuity_lint_takes_a_bounded_number_of_slopes(monkeypatch):
+    """One Piecewise of 31 pairs times 24 factors exp(sin(k x)): 30 slopes of a 24-factor product,
+    13 s in `check`; the lint's work over all boundaries is now held to '_MAX_WORK'."""
+    import sympy as sp
+
+    from losscc import lint
+
+    pw = "Piecewise(" + ", ".join(f"({i} * x - {i * (i - 1) // 2}, x < {i})" for i in range(1, 31))
+    prog = _lint_spec(f"loss = y * {pw}, (31 * x - 465, True)) * "
+                      + _bal([f"exp(sin(x * {i}))" for i in range(1, 25)], " * "))
+    diff, count_ops, large = sp.diff, sp.count_ops, []
+    monkeypatch.setattr(sp, "diff", lambda e, *a, **k: large.append(count_ops(e) > 50) or diff(e, *a, **k))
+    lint.continuity(prog)
+    # two slopes a boundary, each of about 96 operations: 5 boundaries in the enclosure, the
+    # others compared alone (the loss's other factor left out)
+    assert sum(large) <= 12, sum(large)
+
+
+def test_the_continuity_lint_does_not_walk_a_large_loss_per_boundary(monkeypatch):
+    """180 boundaries in a loss of 10000 nodes: count_ops walked the whole loss twice a boundary
+    (8 s); a side is now measured by a count that stops at '_MAX_NODES'."""
+    import sympy as sp
+
+    from losscc import lint
+
+    lines = ["s1 = exp(x) * sin(y) + x * y"] + [f"s{i} = s{i - 1} * y + sin(s{i - 1}) * x" for i in range(2, 11)]
+    pws = ["Piecewise(" + ", ".join(f"(x * {i}, x < {i + 40 * j})" for i in range(1, 31)) + ", (x, True))"
+           for j in range(6)]
+    prog = _lint_spec("\n  ".join(lines + ["loss = s10 * " + _bal(pws, " + ")]))
+    count_ops, sizes = sp.count_ops, []
+
+    def counted(e, *a, **k):
+        n, stack = 0, [e]
+        while stack and n <= 5000:
+            n += 1
+            stack.extend(stack.pop().args)
+        sizes.append(n)
+        return count_ops(e, *a, **k)
+
+    monkeypatch.setattr(sp, "count_ops", counted)
+    lint.continuity(prog)
+    assert max(sizes, default=0) <= 5000, max(sizes)
