@@ -103,15 +103,28 @@ def read_case_json(path: Path, loc: Location) -> dict:
 
 def loads_bounded(text: str | bytes, **kw):
     """``json.loads`` of untrusted text (bytes: UTF-8), refusing nesting past the limit
-    'json_depth' first (the parser recurses per level); every failure is a ValueError."""
+    'json_depth' first (the parser recurses per level) and duplicate keys; every failure is a
+    ValueError."""
     if isinstance(text, bytes):
         text = text.decode("utf-8")
     if _json_depth(text) > limits.MAX_JSON_DEPTH:
         raise ValueError(f"nested more deeply than the limit 'json_depth' ({limits.MAX_JSON_DEPTH})")
     try:
-        return json.loads(text, **kw)
+        return json.loads(text, object_pairs_hook=_unique_keys, **kw)
     except RecursionError:
         raise ValueError("nested too deeply") from None
+
+
+def _unique_keys(pairs: list) -> dict:
+    """An object whose keys are all different: json.loads keeps the last of two, so a reviewer
+    reading `"expected": {"mean": 1.0}` would not see the second `"expected"` that counts (a
+    YAML spec's duplicate key is E106 for the same reason)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"duplicate key {str(key)[:40]!r}")
+    return out
 
 
 def _json_depth(text: str) -> int:

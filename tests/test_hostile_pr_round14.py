@@ -11,6 +11,7 @@ import ast
 import json
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -181,3 +182,29 @@ def test_the_continuity_lint_does_not_walk_a_large_loss_per_boundary(monkeypatch
     monkeypatch.setattr(sp, "count_ops", counted)
     lint.continuity(prog)
     assert max(sizes, default=0) <= 5000, max(sizes)
+
+
+def test_a_duplicate_key_in_a_case_file_is_refused(tmp_path):
+    """json.loads kept the last of two keys: a reviewer reading the first `expected` of a case
+    did not see the second, which verify compared with (a YAML spec's duplicate key is E106)."""
+    case = json.dumps(_case([2, 0]))
+    p = tmp_path / "c.json"
+    p.write_text('{"cases": [' + case[:-1] + ', "expected": {"mean": 2.0}}]}')
+    with pytest.raises(SpecError) as info:
+        load_case_file(p, spec_from_text(CLASSES, "classes.yaml"))
+    (d,) = info.value.diagnostics
+    assert d.code == "E180" and "duplicate key 'expected'" in d.message, d.format()
+
+
+def test_a_duplicate_key_in_the_committed_verify_results_is_a_diagnostic(tmp_path, monkeypatch, capsys):
+    import shutil
+
+    from tests.cli_util import run
+
+    root = Path(__file__).resolve().parents[1]
+    for name in ("pyproject.toml", "specs", "docs", "tests/data"):
+        (shutil.copytree if (root / name).is_dir() else shutil.copy)(root / name, tmp_path / name)
+    text = (tmp_path / "docs/verify.json").read_text()
+    (tmp_path / "docs/verify.json").write_text('{"command": "x", ' + text[text.index("{") + 1:])
+    rc, out, err = run(monkeypatch, capsys, tmp_path, "docs", "--check")
+    assert rc == 2 and "duplicate key" in err and "Traceback" not in err, (rc, out, err)
