@@ -56,7 +56,7 @@ def class_attributes() -> frozenset[str]:
 
 
 # what each generated package's ``__init__`` defines beside the loss modules it imports
-PACKAGE_NAMES = frozenset({"get_loss"})
+PACKAGE_NAMES = frozenset({"get_loss", "LOSSES"})
 # the builtins its get_loss reads (templates/init.py.j2; tests/test_hostile_pr_round8.py checks)
 PACKAGE_READS = frozenset({"isinstance", "str", "map", "repr", "list", "ValueError", "len", "sorted"})
 
@@ -69,6 +69,8 @@ def check_spec_name(name: str) -> str | None:
     if name in PACKAGE_READS:  # the package's __init__ imports the function by this name
         return "is a Python builtin that the generated package's __init__ uses (get_loss)"
     cls = "".join(part.capitalize() for part in name.split("_") if part)  # Spec.class_name
+    if cls in PACKAGE_NAMES:  # `l_o_s_s_e_s`: the registry would replace the class in the package
+        return f"gives the class '{cls}', which the generated package's __init__ defines (the loss registry)"
     if hasattr(builtins, cls) or cls in framework_names() or cls in RESERVED:
         # `class ValueError` would turn the module's own input checks, and get_loss's, into
         # calls of the loss class; `class F` would hide a backend's framework alias

@@ -208,3 +208,14 @@ def test_a_duplicate_key_in_the_committed_verify_results_is_a_diagnostic(tmp_pat
     (tmp_path / "docs/verify.json").write_text('{"command": "x", ' + text[text.index("{") + 1:])
     rc, out, err = run(monkeypatch, capsys, tmp_path, "docs", "--check")
     assert rc == 2 and "duplicate key" in err and "Traceback" not in err, (rc, out, err)
+
+
+@pytest.mark.parametrize("name", ["l_o_s_s_e_s", "l_o_s_s_e_s_"])
+def test_a_spec_whose_class_is_the_package_registry_is_refused(name):
+    """`l_o_s_s_e_s` defines `class LOSSES`, which the package's __init__ imported and then
+    replaced by its registry dict: the class was unreachable and `__all__` listed LOSSES twice."""
+    text = f"name: {name}\nsummary: S.\ninputs:\n  x: {{dtype: float, shape: [N]}}\nformula: |\n  loss = x\n"
+    with pytest.raises(SpecError) as info:
+        spec_from_text(text, f"{name}.yaml")
+    (d,) = info.value.diagnostics
+    assert d.code == "E120" and "'LOSSES'" in d.message and "registry" in d.message, d.format()
