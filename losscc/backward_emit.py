@@ -140,8 +140,8 @@ def _custom(prep, plan, backend: Backend, existing: tuple) -> Custom:
         shape = backend.op("shape", x=n)
         body.append(f"{shapes[n]} = {shape} if {n} is not None else None" if spec.input(n).optional
                     else f"{shapes[n]} = {shape}")
-    for axis in prog.axes:  # sizes the backward reads and the forward does not
-        if axis in sizes and not defined(loc.sizes[axis]):
+    for axis in prog.axes:  # sizes the backward reads and the forward does not (a fixed size is its number)
+        if axis in sizes and axis not in spec.sizes and not defined(loc.sizes[axis]):
             code, carriers = _size_expr(axis, spec, prog, low)
             if carriers:
                 raise backward.NoRule(f"the size of axis {axis} comes from an optional input")
