@@ -179,6 +179,17 @@ def _numeric(node) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
 
 
+def _fixed_exponent(node, params: frozenset[str]) -> bool:
+    """An exponent made of numbers and hyperparameters by arithmetic alone (`alpha / 2`,
+    `1 / (1 - t)`): a constant for the reference, as a bare number or parameter is."""
+    if _numeric(node) or (isinstance(node, ast.Name) and node.id in params):
+        return True
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return _fixed_exponent(node.operand, params)
+    return isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)) \
+        and _fixed_exponent(node.left, params) and _fixed_exponent(node.right, params)
+
+
 @lru_cache(maxsize=256)
 def _powers(texts: tuple[str, ...], params: frozenset[str]) -> tuple[bool, frozenset[str]]:
     """One walk of the formula texts' syntax trees: whether an exponential function may see
@@ -197,8 +208,8 @@ def _powers(texts: tuple[str, ...], params: frozenset[str]) -> tuple[bool, froze
                 records = BY_NAME.get(n.func.id) if isinstance(n.func, ast.Name) else None
                 exp = exp or records is None or any(f.exponential for f in records)  # or another spec's formula
             elif isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) and not _numeric(n.right):
-                if isinstance(n.right, ast.Name) and n.right.id in params:
-                    found.add(n.right.id)
+                if _fixed_exponent(n.right, params):  # its hyperparameters count for exponent_digits
+                    found |= {m.id for m in ast.walk(n.right) if isinstance(m, ast.Name) and m.id in params}
                 else:
                     exp = True  # b ** u = exp(u log b) for u computed from inputs
     return exp, frozenset(found)

@@ -54,3 +54,67 @@ def test_custom_backward_of_a_fixed_size_axis_equals_autograd(tmp_path):
     for got, want in zip(grads[1], grads[0]):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
 
+
+BARRON = """
+    name: barron_general
+    summary: Barron's general robust loss at a fixed alpha in (0, 2).
+    inputs:
+      x: {dtype: float, shape: [N]}
+    params:
+      alpha: {default: 1.0, gt: 0, lt: 2}
+      scale: {default: 1.0, gt: 0}
+    formula: |
+      b = abs(alpha - 2)
+      loss = b / alpha * (((x / scale)**2 / b + 1)**(alpha / 2) - 1)
+    cases:
+      - id: large_residuals
+        inputs: {x: [3.0e15, -1.0e6]}
+        params: {alpha: 0.5}
+        expected: {none: [%s, %s]}
+"""
+
+
+def _barron(x, alpha):
+    import mpmath as mp
+
+    with mp.workdps(60):
+        b = abs(mp.mpf(alpha) - 2)
+        return b / alpha * ((mp.mpf(x) ** 2 / b + 1) ** (mp.mpf(alpha) / 2) - 1)
+
+
+def test_a_power_with_an_exponent_made_of_hyperparameters_is_not_exponential():
+    """`x ** (alpha / 2)`, the exponent an expression of hyperparameters: the reference's
+    digit rule took it for an exponential function of the inputs (`b ** u` with u computed
+    from inputs) and refused a residual of 3e15 (434822 digits, E104/E181), where a bare
+    parameter exponent `x ** alpha` was taken."""
+    import mpmath as mp
+
+    from losscc.casecheck import exponential
+    from losscc.parse import build_program
+    from losscc.reference import reference
+
+    want = [_barron(3.0e15, 0.5), _barron(-1.0e6, 0.5)]
+    spec = spec_of(BARRON % tuple(mp.nstr(w, 20) for w in want))
+    assert not exponential(spec)
+    (case,) = spec.cases
+    ref = reference(build_program(spec), {"x": np.array([3.0e15, -1.0e6])}, {"alpha": 0.5}, {}, ["x"])
+    for got, w in zip(ref.values["none"], want):
+        assert abs(got - float(w)) <= 1e-15 * abs(float(w)), (got, w)
+
+
+def test_an_exponent_that_reads_an_input_is_still_exponential():
+    text = """
+        name: tensor_power
+        summary: A power whose exponent is an input.
+        inputs:
+          x: {dtype: float, shape: [N], domain: "(0, inf)"}
+          y: {dtype: float, shape: [N]}
+        params:
+          p: {default: 2.0}
+        formula: |
+          loss = x ** (p * y / 2)
+    """
+    from losscc.casecheck import exponential
+
+    assert exponential(spec_of(text))
+    assert not exponential(spec_of(text.replace("(p * y / 2)", "(p / 2 - 1)")))
