@@ -282,6 +282,22 @@ def _changed(new: np.ndarray, old: np.ndarray) -> tuple[np.ndarray, bool]:
     return out, blind
 
 
+def _room(prog, name: str, x0):
+    """How far `x0` lies inside its input's declared interval: a step beyond a bound evaluates
+    the formula where it is not defined (log of a negative probability: a NaN gradient that
+    the correct code then failed against). None for sets, learnables and unbounded inputs."""
+    spec = getattr(prog, "spec", None)
+    try:
+        dom = spec.input(name).domain
+    except (AttributeError, KeyError, StopIteration, ValueError):
+        return None
+    if dom.is_set:
+        return None
+    gaps = [x0 - b if side < 0 else b - x0 for side, b in ((-1, dom.lo), (1, dom.hi)) if isinstance(b, float)]
+    gaps = [g for g in gaps if g > 0]
+    return min(gaps) if gaps else None
+
+
 class _Differences:
     """Central differences of the summed per-element loss, one entry at a time, at the
     precision in force when it was made, selections frozen at the unperturbed point."""
@@ -306,6 +322,9 @@ class _Differences:
         mp = self.base[name]
         x0 = mp[k]
         h = _H * max(1, abs(x0))
+        room = None if is_learn else _room(ev.prog, name, x0)
+        if room is not None and 0 < room < h:  # a probability of 1e-31: x0 - 1e-15 leaves [0, 1]
+            h = _H * room
         vals, sides = [], []
         for sign in (1, -1):
             pert = mp.copy()

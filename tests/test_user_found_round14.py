@@ -118,3 +118,32 @@ def test_an_exponent_that_reads_an_input_is_still_exponential():
 
     assert exponential(spec_of(text))
     assert not exponential(spec_of(text.replace("(p * y / 2)", "(p / 2 - 1)")))
+
+
+XLOGX = """
+    name: xlogx
+    summary: The entropy term p log p of a probability (a JS divergence's, kornia's js_div_loss_2d).
+    inputs:
+      p: {dtype: float, shape: [N], domain: "[0, 1]"}
+    formula: |
+      loss = where(p > 0, p * log(p), 0)
+"""
+
+
+def test_the_reference_step_stays_inside_the_inputs_domain():
+    """The reference's central difference stepped 1e-15 either side of a probability of 1e-31,
+    below 0, where log is not defined: its gradient was NaN and the correct code failed
+    `verify` with 'gradient d/dp is -70.38 (expected NaN)' (kornia's js_div_loss_2d on peaked
+    heatmaps, in float32, where a library case's gradients come from the reference)."""
+    import math
+
+    from losscc.parse import build_program
+    from losscc.reference import reference
+
+    spec = spec_of(XLOGX)
+    p = np.array([1e-31, 3e-20, 0.25])
+    ref = reference(build_program(spec), {"p": p}, {}, {}, ["p"])
+    want = np.log(p) + 1
+    assert np.all(np.isfinite(ref.grads["p"])), ref.grads["p"]
+    np.testing.assert_allclose(ref.grads["p"], want, rtol=1e-14)
+    assert math.isclose(ref.values["none"][0], 1e-31 * math.log(1e-31), rel_tol=1e-15)
