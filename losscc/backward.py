@@ -14,7 +14,8 @@ semantics and the conventions of ``docs/spec.md`` ("Gradients at ties and kinks"
 - ``stop_gradient``, ``round``/``floor``/``ceil``/``sign``: nothing (a straight-through
   estimator ``x + stop_gradient(f(x) - x)`` differentiates to 1);
 - over an axis (the canonical layout keeps it as size 1): sum, mean, logsumexp, softmax,
-  log_softmax, max (ties shared evenly) and gathers (a one-hot of the index).
+  log_softmax, max (ties shared evenly), gathers and entries of a fixed-size axis (``box[0]``:
+  a one-hot of the index).
 
 A node without a rule (``Item``), a value broadcast into a larger one inside the loss,
 learnable tensors, ignore masks, two optional inputs or an input that may be a number make
@@ -295,6 +296,10 @@ class _Partials:
     def _p_Gather(self, e, g):
         x, index, ax = e.args
         return [(x, g * ir.OneHot(index, ax))]
+
+    def _p_Component(self, e, g):  # entry k of a fixed-size axis (kept as size 1): g at k, 0 elsewhere
+        x, k, ax = e.args
+        return [(x, g * ir.OneHot(k, ax))]
 
     def _p_Rename(self, e, g):  # x on axis N seen as on M: its adjoint is g back on N
         x, old, new = e.args
