@@ -15,7 +15,8 @@ semantics and the conventions of ``docs/spec.md`` ("Gradients at ties and kinks"
   estimator ``x + stop_gradient(f(x) - x)`` differentiates to 1);
 - over an axis (the canonical layout keeps it as size 1): sum, mean, logsumexp, softmax,
   log_softmax, max (ties shared evenly), gathers and entries of a fixed-size axis (``box[0]``:
-  a one-hot of the index).
+  a one-hot of the index);
+- ``diff`` along an axis: g[k - 1] - g[k] (``DiffAdjoint``), diff's last 0 masked out of g.
 
 A node without a rule (``Item``), a value broadcast into a larger one inside the loss,
 learnable tensors, ignore masks, two optional inputs or an input that may be a number make
@@ -36,6 +37,13 @@ MODES = ("autograd", "custom", "auto")
 # `auto`: the backend whose measured fwd+bwd time was lower with the custom backward, per
 # spec (docs/backward.md, "Measurements"); everything else stays autograd
 MEASURED_FASTER: frozenset = frozenset()
+
+
+class DiffAdjoint(ir.TensorOp):
+    """DiffAdjoint(g, axis): g[k - 1] - g[k] along `axis`, with g[-1] = 0 (same shape): the
+    adjoint of ``Diff`` for a g that is 0 at the last position (losscc.lower_diff lowers it)."""
+
+    nargs = 2
 
 
 class NoRule(Exception):
@@ -300,6 +308,11 @@ class _Partials:
     def _p_Component(self, e, g):  # entry k of a fixed-size axis (kept as size 1): g at k, 0 elsewhere
         x, k, ax = e.args
         return [(x, g * ir.OneHot(k, ax))]
+
+    def _p_Diff(self, e, g):  # x[k] is in steps k (+1) and k - 1 (-1); the last step is diff's 0
+        x, ax = e.args
+        last = sp.StrictLessThan(ir.Index(ax), ir.Size(ax) - 1)
+        return [(x, DiffAdjoint(ir.Where(last, g, 0), ax))]
 
     def _p_Rename(self, e, g):  # x on axis N seen as on M: its adjoint is g back on N
         x, old, new = e.args

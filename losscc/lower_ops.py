@@ -13,11 +13,12 @@ from . import functions, fusion, ir
 from .operands import ATOM, CMP, MUL, TERNARY, UNARY, analyse
 from .shapes import canonical_shape, plain_shape, pos_expr
 from .ttype import TType
+from .lower_diff import DiffLowering
 
 _NUMBER = re.compile(r"-?(\d+\.?\d*(e[-+]?\d+)?|inf)")
 
 
-class OperatorLowering:
+class OperatorLowering(DiffLowering):
     """Selections and tensor operators; the bookkeeping (emit, op, value, ...) is the
     subclass's, :class:`losscc.lower.Lowerer`."""
 
@@ -315,19 +316,6 @@ class OperatorLowering:
         axes = tuple(a for a in self.prog.axes if a in axes)
         shape = canonical_shape(axes, self.prog, self.need) or plain_shape(axes, self.prog, self.need)
         return self.call("reshape", x=self.value(x), shape=shape)
-
-    def _lower_Diff(self, e) -> tuple[str, int]:
-        """x[k + 1] - x[k] along the axis, and a zero slice after the last (the axis keeps its size)."""
-        x = self.tensor_arg(e.args[0])
-        pos = pos_expr(e.args[1].name, self.prog, self.need)
-        if pos.lstrip("-").isdigit():
-            tail = ", :" * (-int(pos) - 1)
-            later, before, first = (f"{x}[..., {s}{tail}]" for s in ("1:", ":-1", ":1"))
-        else:  # a variadic group follows the axis: the trailing slices counted at run time
-            tail = f" + (slice(None),) * (-({pos}) - 1)"
-            later, before, first = (f"{x}[(..., slice({s})){tail}]" for s in ("1, None", "None, -1", "0, 1"))
-        step = self.materialize_code(f"{later} - {before}")
-        return self.call("concat", x=step, y=self.op("zeros_like", x=first), axis=pos)
 
     def python_number(self, e) -> bool:
         """e is held as a Python number: scalar-like and reading no input (a reduced input is a tensor)."""

@@ -1,6 +1,7 @@
 """Adjoint rules for nodes that had none (docs/backward.md): an entry of a fixed-size axis
-(``box[0]``, ``Component``: the IoU family).  Before, these specs kept autograd with W310
-("no derivative rule for Component").  The class's gradient (losscc's symbolic backward)
+(``box[0]``, ``Component``: the IoU family) and differences along an axis (``diff``,
+``Diff``: total_variation, whose adjoint is g[k - 1] - g[k] with diff's last 0 masked).
+Before, these specs kept autograd with W310 ("no derivative rule for Component", "... for Diff").  The class's gradient (losscc's symbolic backward)
 must equal the function's (the framework's autograd), eagerly and compiled."""
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ from tests.backend_util import AVAILABLE
 BOXES1 = np.array([[0.0, 0.0, 2.0, 2.0], [0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 4.0, 4.0], [0.0, 0.0, 1.0, 2.0]])
 BOXES2 = np.array([[1.0, 0.5, 3.0, 2.5], [2.0, 2.0, 3.0, 3.5], [1.0, 1.0, 2.0, 3.0], [1.0, 0.0, 2.0, 2.0]])
 CASES = {name: ((BOXES1, BOXES2), {}) for name in ("iou_loss", "giou_loss", "diou_loss")}
+# images [N, C, H, W] with equal neighbours (abs's kink at 0) and an axis of size 2
+IMG = np.random.default_rng(5).normal(size=(2, 2, 3, 4)).round(1)
+IMG[0, 0, 1] = IMG[0, 0, 0]
+CASES["total_variation"] = ((IMG,), {})
 
 
 def _spec(case):
