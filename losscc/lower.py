@@ -387,7 +387,7 @@ class Lowerer(OperatorLowering):
                 den.append(sp.Integer(f.q))
             else:
                 num.append(f)
-        code = " * ".join(self.wrap(f, MUL) for f in num) if num else "1"
+        code = " * ".join(self._factor(f, num) for f in num) if num else "1"
         if den:
             t = not all(self.python_number(f) for f in num)  # a tensor divided
             dcode = self._divisor(den[0], MUL + 1, t) if len(den) == 1 else \
@@ -408,8 +408,9 @@ class Lowerer(OperatorLowering):
         base, ex = e.args
         if ex in (sp.Rational(1, 2), sp.Rational(-1, 2)):
             return self.call("sqrt" if ex > 0 else "rsqrt", x=self.function_arg(base))
-        if ex.is_Number and ex.is_negative:
-            return f"1 / {self.wrap(base ** -ex, MUL + 1)}", MUL
+        if ex.is_Number and ex.is_negative:  # 1 / C of Python ints: a tensor where they round to float32
+            base = self._of_sizes(base ** -ex)
+            return f"1 / {self.wrap(base, MUL + 1)}", MUL
         if ex == 2 and "square" in self.b.ops and not self.python_number(base):  # a slow generic pow kernel
             return self.call("square", x=self.value(base))
         if ex.is_Integer:

@@ -317,6 +317,18 @@ class OperatorLowering(DiffLowering):
         shape = canonical_shape(axes, self.prog, self.need) or plain_shape(axes, self.prog, self.need)
         return self.call("reshape", x=self.value(x), shape=shape)
 
+    def _of_sizes(self, e):
+        """e, a Python number of sizes, with the sizes as tensors where floats round to float32."""
+        sizes = e.atoms(ir.Size)
+        if self.b.wrap_scalars and sizes and not self.sizes_typed() and self.scalar_like(e) \
+                and self.python_number(e.xreplace({s: sp.S.One for s in sizes})):
+            return e.xreplace({s: self.filled((), s) for s in sizes})
+        return e
+
+    def _factor(self, f, num: list) -> str:
+        """A factor of a product: a quotient of sizes times a tensor (1 / (H * W) * g) of sizes as tensors."""
+        return self.wrap(self._of_sizes(f) if f.has(sp.Pow) and not all(map(self.scalar_like, num)) else f, MUL)
+
     def python_number(self, e) -> bool:
         """e is held as a Python number: scalar-like and reading no input (a reduced input is a tensor)."""
         inputs = {self.prog.symbols[i.name] for i in self.prog.spec.inputs}

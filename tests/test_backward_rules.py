@@ -26,6 +26,10 @@ CASES = {name: ((BOXES1, BOXES2), {}) for name in ("iou_loss", "giou_loss", "dio
 IMG = np.random.default_rng(5).normal(size=(2, 2, 3, 4)).round(1)
 IMG[0, 0, 1] = IMG[0, 0, 0]
 CASES["total_variation"] = ((IMG,), {})
+# a quotient of axis sizes (1 / (H * W), 1 / C) in the gradient: MindSpore rounds a Python float,
+# and in graph mode Python arithmetic, to float32 (3e-8 off in float64); computed as tensors
+CASES["total_variation-average"] = ((IMG[:, :, :2],), {"average": True})
+CASES["multilabel_soft_margin"] = ((IMG[0, 0, :, :3], (IMG[1, 0, :, :3] > 0).astype(np.float64)), {})  # C = 3
 
 
 def _spec(case):
