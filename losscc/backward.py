@@ -103,12 +103,24 @@ def _gradients(prog, params, loss, denominators) -> Gradients:
     spec = prog.spec
     xs = [(i.name, prog.symbols[i.name]) for i in spec.inputs if i.dtype == "float"]
 
+    flags = [prog.symbols[p.name] for p in spec.params if p.kind == "bool"]
+
     def of(e):
         adj = adjoints(e, [x for _, x in xs], params, prog.typeof)
-        return tuple((n, adj[x]) for n, x in xs)
+        return tuple((n, _split(adj[x], flags)) for n, x in xs)
 
     dens = tuple(denominators.items())
     return Gradients(loss, of(loss), dens, tuple((r, of(d)) for r, d in dens if d is not None))
+
+
+def _split(g, flags):
+    """g as a select on each bool hyperparameter it reads, each side with the flag decided: the
+    adjoint where(flag, g, 0) times the other side's derivative (log of a negative rate) is
+    0 * nan, where the forward, a Python select on the flag, never computes that side."""
+    for f in flags:
+        if f in g.free_symbols:
+            g = ir.Where(f, g.xreplace({f: sp.true}), g.xreplace({f: sp.false}))
+    return g
 
 
 def _unbroadcast(g, inner: tuple, outer: tuple):

@@ -29,6 +29,11 @@ CASES["total_variation"] = ((IMG,), {})
 # a quotient of axis sizes (1 / (H * W), 1 / C) in the gradient: MindSpore rounds a Python float,
 # and in graph mode Python arithmetic, to float32 (3e-8 off in float64); computed as tensors
 CASES["total_variation-average"] = ((IMG[:, :, :2],), {"average": True})
+# a bool hyperparameter's select: the side not taken is not differentiated (log_input's log of a
+# negative log-rate was 0 * nan in d/dtarget)
+RATE, COUNTS = np.array([[-1.5, 0.3, 2.0], [0.0, -0.2, 1.1]]), np.array([[0.0, 1.0, 3.0], [2.0, 0.0, 1.5]])
+CASES["poisson_nll"] = ((RATE, COUNTS), {})
+CASES["poisson_nll-full"] = ((RATE, COUNTS), {"full": True})
 CASES["multilabel_soft_margin"] = ((IMG[0, 0, :, :3], (IMG[1, 0, :, :3] > 0).astype(np.float64)), {})  # C = 3
 
 
