@@ -18,10 +18,10 @@ semantics and the conventions of ``docs/spec.md`` ("Gradients at ties and kinks"
   a one-hot of the index);
 - ``diff`` along an axis: g[k - 1] - g[k] (``DiffAdjoint``), diff's last 0 masked out of g.
 
-A node without a rule (``Item``), a value broadcast into a larger one inside the loss,
-learnable tensors, ignore masks, two optional inputs or an input that may be a number make
-:func:`plan` return the reason instead of a plan, and the spec keeps the framework's
-autograd.  The work is linear in the IR's DAG; no SymPy simplification runs on it.
+A node without a rule (``Item``), learnable tensors or two optional inputs make :func:`plan`
+return the reason instead of a plan, and the spec keeps the framework's autograd (an input
+broadcast from the left gets its gradient reshaped back; a number given for an input is a
+tensor without a gradient, made before the call).  The work is linear in the IR's DAG; no SymPy simplification runs on it.
 """
 
 from __future__ import annotations
@@ -82,9 +82,6 @@ def plan(prep) -> Plan | str:
     prog, spec = prep.prog, prep.prog.spec
     if spec.learnable:
         return "learnable tensors are not covered yet"
-    for inp in spec.inputs:
-        if inp.broadcast == "left" or inp.scalar:
-            return f"input {inp.name} broadcasts from the left or may be a number"
     optional = tuple(i.name for i in spec.inputs if i.optional)
     if len(optional) > 1:
         return "more than one optional input"

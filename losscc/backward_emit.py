@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import backward, dagwalk, dropin
-from .backends import Backend
+from .backends import Backend, get
 from .lower import Locals, Lowerer, canonical_shape, import_names
 from .localnames import allocate
 
@@ -114,8 +114,8 @@ def _custom(prep, plan, backend: Backend, existing: tuple) -> Custom:
     gvars = {n: allocate(f"d_{n}", taken) for n in inputs}
     shapes = {}  # input -> the variable holding its shape before the canonical layout
     for i in spec.inputs:
-        if i.dtype == "float" and not i.broadcast and canonical_shape(
-                prog.types[prog.symbols[i.name]].axes, prog, lambda a: loc.sizes[a]):
+        if i.dtype == "float" and (i.broadcast == "left" or not i.broadcast and canonical_shape(
+                prog.types[prog.symbols[i.name]].axes, prog, lambda a: loc.sizes[a])):  # left: trailing 1s added
             shapes[i.name] = allocate(f"{i.name}_shape", taken)
 
     def defined(var: str) -> bool:
@@ -207,7 +207,7 @@ def _alias_lines(spec, backend: str) -> tuple[str, ...]:
             out += [f"if {alias} is not None:", f"    {arg} = {alias}"]
     for n in dropin.late_required(spec, d):
         out += [f"if {n} is None:", f"    raise TypeError(\"{spec.name}() missing required argument '{n}'\")"]
-    return tuple(out)
+    return tuple(out + dropin.scalar_lines(spec, get(backend)))  # a number: a tensor without a gradient
 
 
 def _exprs(gr):
