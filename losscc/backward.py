@@ -18,7 +18,7 @@ semantics and the conventions of ``docs/spec.md`` ("Gradients at ties and kinks"
   a one-hot of the index);
 - ``diff`` along an axis: g[k - 1] - g[k] (``DiffAdjoint``), diff's last 0 masked out of g.
 
-A node without a rule (``Item``), learnable tensors or two optional inputs make :func:`plan`
+A node without a rule (``Item``) or learnable tensors make :func:`plan`
 return the reason instead of a plan, and the spec keeps the framework's autograd (an input
 broadcast from the left gets its gradient reshaped back; a number given for an input is a
 tensor without a gradient, made before the call).  The work is linear in the IR's DAG; no SymPy simplification runs on it.
@@ -82,9 +82,6 @@ def plan(prep) -> Plan | str:
     prog, spec = prep.prog, prep.prog.spec
     if spec.learnable:
         return "learnable tensors are not covered yet"
-    optional = tuple(i.name for i in spec.inputs if i.optional)
-    if len(optional) > 1:
-        return "more than one optional input"
     params = frozenset(prog.symbols[p.name] for p in spec.params)
     try:
         general = _gradients(prog, params, prep.loss, prep.denominators)

@@ -136,6 +136,11 @@ def _custom(prep, plan, backend: Backend, existing: tuple) -> Custom:
         paths.append((absent, lines, low.helpers))
 
     body = []
+    # several optional inputs: the general path fills a None one with its default (the forward's
+    # prologue); its gradient is None, as on the path with all of them None
+    filled = {i.name: allocate(f"{i.name}_none", taken) for i in spec.inputs
+              if i.optional and i.dtype == "float" and len(plan.none_inputs) > 1}
+    body += [f"{flag} = {n} is None" for n, flag in filled.items()]
     for n in shapes:
         shape = backend.op("shape", x=n)
         body.append(f"{shapes[n]} = {shape} if {n} is not None else None" if spec.input(n).optional
@@ -161,6 +166,8 @@ def _custom(prep, plan, backend: Backend, existing: tuple) -> Custom:
         body += ["    " + ln if ln else "" for ln in general_lines]
     else:
         body += paths[0][1]
+    for n, flag in filled.items():
+        body += [f"if {flag}:", f"    {gvars[n]} = None"]
     for n, var in shapes.items():  # back from the canonical layout
         reshape = f"{gvars[n]} = {backend.op('reshape', x=gvars[n], shape=var)}"
         body += [f"if {gvars[n]} is not None:", f"    {reshape}"] if spec.input(n).optional else [reshape]

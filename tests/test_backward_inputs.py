@@ -3,7 +3,9 @@ broadcasts from the left (gaussian_nll's var of one axis less than input: traili
 its gradient summed back and reshaped to its own shape) and an input that may be a number
 (softmax_focal's alpha: a tensor without a gradient, made before the custom backward's
 call).  Before, these specs kept autograd with W310 ("input var broadcasts from the left or
-may be a number").  The class's gradient must equal the function's autograd, eagerly and
+may be a number"), and specs with several optional inputs (bce_with_logits: "more than one
+optional input"; a None one is filled with its default on the general path, and its gradient
+is None).  The class's gradient must equal the function's autograd, eagerly and
 compiled."""
 
 from __future__ import annotations
@@ -32,13 +34,20 @@ CASES = {
     "softmax_focal-tensor": ("softmax_focal", [X, LABEL, ALPHA], (0, 2)),
     "softmax_focal-none": ("softmax_focal", [X, LABEL, None], (0,)),
 }
+# several optional inputs: each None, given or broadcast (weight [C] against [N, C])
+P = 1 / (1 + np.exp(-T))
+for w_name, w in (("none", None), ("full", np.abs(X) + 0.5), ("row", ALPHA)):
+    for pw_name, pw in (("none", None), ("given", ALPHA[::-1] + 0.5)):
+        args = [X, P, w, pw]
+        CASES[f"bce_with_logits-{w_name}-{pw_name}"] = ("bce_with_logits", args,
+                                                        tuple(k for k, a in enumerate(args) if a is not None))
 
 
 def _spec(name):
     return dataclasses.replace(load_spec(f"specs/{name}.yaml"), backward="custom")
 
 
-@pytest.mark.parametrize("name", ["gaussian_nll", "softmax_focal"])
+@pytest.mark.parametrize("name", ["gaussian_nll", "softmax_focal", "bce_with_logits"])
 def test_the_plan_covers_the_spec(name):
     plan = backward.plan(prepare(_spec(name)))
     assert isinstance(plan, backward.Plan), (name, plan)
@@ -50,7 +59,8 @@ def _module(backend, tmp_path, name):
     code = compile_spec(spec, get(backend))
     path.write_text(code, encoding="utf-8")
     mod = verify.load_module(path, f"losscc_test_inputs_{backend}_{name}_{tmp_path.name}")
-    return code, getattr(mod, name), getattr(mod, spec.class_name)()
+    # called by keyword: a built-in's order may put reduction among the inputs
+    return code, getattr(mod, name), getattr(mod, spec.class_name)(), [i.name for i in spec.inputs]
 
 
 @pytest.mark.skipif("paddle" not in AVAILABLE, reason="paddle is not installed")
@@ -60,7 +70,7 @@ def test_paddle_custom_backward_equals_autograd(tmp_path, case, mode):
     import paddle
 
     name, args, diff = CASES[case]
-    code, fn, cls = _module("paddle", tmp_path, name)
+    code, fn, cls, names = _module("paddle", tmp_path, name)
     assert "PyLayer" in code
     grads = []
     for f in (fn, cls):
@@ -68,7 +78,8 @@ def test_paddle_custom_backward_equals_autograd(tmp_path, case, mode):
             f = paddle.jit.to_static(f, full_graph=True)
         xs = [paddle.to_tensor(a, stop_gradient=k not in diff) if isinstance(a, np.ndarray) else a
               for k, a in enumerate(args)]
-        grads.append([g.numpy() for g in paddle.grad([f(*xs)], [xs[k] for k in diff])])
+        loss = f(**dict(zip(names, xs)))
+        grads.append([g.numpy() for g in paddle.grad([loss], [xs[k] for k in diff])])
     for got, want in zip(grads[1], grads[0]):
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
@@ -82,7 +93,7 @@ def test_mindspore_custom_backward_equals_autograd(tmp_path, case, jit):
     import mindspore as ms
 
     name, args, diff = CASES[case]
-    code, fn, cell = _module("mindspore", tmp_path, name)
+    code, fn, cell, _ = _module("mindspore", tmp_path, name)
     assert "def bprop" in code
     fixed = [ms.Tensor(a) if isinstance(a, np.ndarray) else a for a in args]
 
@@ -91,7 +102,7 @@ def test_mindspore_custom_backward_equals_autograd(tmp_path, case, jit):
             xs = list(fixed)
             for k, v in zip(diff, d):
                 xs[k] = v
-            return f(*xs)
+            return f(*xs)  # MindSpore's order is the spec's (a dict of keywords is lost under ms.jit)
         return with_diff
 
     pos = tuple(range(len(diff)))
