@@ -409,8 +409,7 @@ class Lowerer(OperatorLowering):
         if ex in (sp.Rational(1, 2), sp.Rational(-1, 2)):
             return self.call("sqrt" if ex > 0 else "rsqrt", x=self.function_arg(base))
         if ex.is_Number and ex.is_negative:  # 1 / C of Python ints: a tensor where they round to float32
-            base = self._of_sizes(base ** -ex)
-            return f"1 / {self.wrap(base, MUL + 1)}", MUL
+            return f"1 / {self.wrap(self._of_sizes(base ** -ex), MUL + 1)}", MUL
         if ex == 2 and "square" in self.b.ops and not self.python_number(base):  # a slow generic pow kernel
             return self.call("square", x=self.value(base))
         if ex.is_Integer:
