@@ -204,7 +204,8 @@ def _tree_command(args) -> int:
         unexpected = emit.compare(b.files, b.out, b.backends, b.full, b.root).unexpected
         for rel, what in unexpected:
             warnings.append(Diagnostic(emit.Location(shown(rel)), "W171",
-                                       f"{what} not written by losscc; `losscc check` fails until it is removed",
+                                       f"{what}{'' if what.startswith(emit.STRAY) else ' not written by losscc'}; "
+                                       "`losscc check` fails until it is removed",
                                        "warning"))
         report.update(changed=[shown(r) for r in changed], exit=0,
                       diagnostics=[diagnostic_json(w) for w in warnings])

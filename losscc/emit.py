@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import checks, dropin, outtree, strays
+from .strays import STRAY  # noqa: F401  (the unexpected entries that strays reports begin with it)
 from .backends import Backend, all_backends
 from .backward_emit import custom_context, fallback_warnings
 from .backends import get as get_backend

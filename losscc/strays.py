@@ -33,6 +33,7 @@ HEAD_BYTES = 4096          # bytes of a file searched for the header lines
 SKIPPED = frozenset({".git", ".hg", ".svn", "site-packages", "dist-packages", "__pycache__"})
 MARKS = (HEADER_MARK.encode(), VERSION_PREFIX.encode(), b"# losscc-spec-sha256:")
 SUFFIXES = (".py", ".pyw", ".pyi")
+STRAY = "a losscc-generated module outside the output folder"  # how each report begins
 
 
 class _Budget:
@@ -115,6 +116,6 @@ def _stray(name: str, dfd: int, rel: str, expected: dict[str, str], backends: se
         data = outtree.read_regular(name, dfd)
         if data is not None and outtree.same(expected[key], data):
             return None
-        return (f"a losscc-generated module outside the output folder that differs from the specs' {key}: "
+        return (f"{STRAY} that differs from the specs' {key}: "
                 "a copy the project may import instead of the checked tree")
-    return "a losscc-generated module outside the output folder that no spec of this project produces"
+    return f"{STRAY} that no spec of this project produces"

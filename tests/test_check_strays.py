@@ -69,6 +69,7 @@ def test_an_edited_old_tree_fails_check(moved, monkeypatch, capsys):
     # generate leaves it alone and warns
     rc, _, err = run(monkeypatch, capsys, moved, "generate")
     assert rc == 0 and "generated/paddle/l1.py" in err and "W171" in err
+    assert "not written by losscc" not in err
 
 
 @pytest.mark.parametrize("before", [b"\xef\xbb\xbf", b"\n\n", b"# -*- coding: utf-8 -*-\n", b"  \n#!/usr/bin/env python\n"])
