@@ -37,14 +37,17 @@ def comment_escape(text: str) -> str:
 
 
 EXPORT_SUBST = "$Format:"
+IDENT = "$Id"
 
 
 def no_export_subst(text: str) -> str:
     """Spec text with git's export-subst placeholder `$Format:...$` broken (`\\x24Format:`, `$` in a
     docstring): with `export-subst` in a `.gitattributes`, `git archive` (a release tarball, a
     forge's source download) replaces it by commit data such as the message, `%B`, which then
-    closes the docstring or starts a line after the comment -- code `check` never saw."""
-    return text.replace(EXPORT_SUBST, "\\x24Format:")
+    closes the docstring or starts a line after the comment -- code `check` never saw.  So is
+    the `ident` attribute's `$Id$`, which checkout expands to the blob's hash: `check` would call
+    the file stale for ever (generate writes `$Id$`, git stores it collapsed, nothing to commit)."""
+    return text.replace(EXPORT_SUBST, "\\x24Format:").replace(IDENT, "\\x24Id")
 
 
 def indent(lines, n: int) -> str:
@@ -142,8 +145,8 @@ def normalise(text: str, code: bool = True) -> str:
     text = text.strip("\n") + "\n"
     if code:
         text = no_coding_declaration(layout(text))
-        if EXPORT_SUBST in text:  # the filters escape it in spec text; nothing else may write it
-            raise ValueError(f"generated code holds git's placeholder {EXPORT_SUBST}")
+        if EXPORT_SUBST in text or IDENT in text:  # the filters escape them in spec text; nothing else writes them
+            raise ValueError(f"generated code holds git's placeholder {EXPORT_SUBST} or {IDENT}")
     return text
 
 

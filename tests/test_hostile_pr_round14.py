@@ -219,3 +219,14 @@ def test_a_spec_whose_class_is_the_package_registry_is_refused(name):
         spec_from_text(text, f"{name}.yaml")
     (d,) = info.value.diagnostics
     assert d.code == "E120" and "'LOSSES'" in d.message and "registry" in d.message, d.format()
+
+
+@pytest.mark.parametrize("backend", all_backends(), ids=lambda b: b.name)
+def test_git_ident_keywords_never_reach_a_generated_module(backend):
+    """With `generated/** ident` in a .gitattributes, checkout expands `$Id$` to the blob's hash:
+    `check` called the module stale in every fresh clone, and `generate` could not fix it."""
+    spec = spec_from_text(EXPORT_SUBST.replace("$Format:%s$", "$Id$").replace("%an", "Id"), "id/es.yaml")
+    source = compile_spec(spec, backend)
+    assert "$Id" not in source and "$Format:" not in source
+    doc = ast.get_docstring(ast.parse(source), clean=False)
+    assert "Squared error $Id$" in doc and "\\$Format:Id$" in doc
