@@ -33,8 +33,8 @@ HEAD_BYTES = 4096          # bytes of a file searched for the header lines
 SKIPPED = frozenset({".git", ".hg", ".svn", "site-packages", "dist-packages", "__pycache__"})
 MARKS = (HEADER_MARK.encode(), VERSION_PREFIX.encode(), b"# losscc-spec-sha256:")
 SUFFIXES = (".py", ".pyw", ".pyi")
-STRAY = "a losscc-generated module outside the output folder"  # how each report begins
-
+STRAY = "outside the output folder:"  # how each report begins
+IMPORTABLE = (".py", ".pyw", ".pyc", ".pyo", ".so", ".pyd")
 
 class _Budget:
     def __init__(self) -> None:
@@ -60,14 +60,14 @@ def find(root: Path, out: Path, expected: dict[str, str], backends: tuple[str, .
         return []
     found: list[tuple[str, str]] = []
     try:
-        _walk(fd, "", 0, skip, _Budget(), expected, set(backends), found)
+        _walk(fd, "", 0, skip, _Budget(), expected, set(backends), found, out.name)
     finally:
         os.close(fd)
     return sorted((os.path.relpath(os.path.join(root, p), out), what) for p, what in found)
 
 
 def _walk(dfd: int, rel: str, depth: int, skip: set, budget: _Budget, expected: dict[str, str],
-          backends: set[str], found: list) -> None:
+          backends: set[str], found: list, out_name: str) -> None:
     if depth > MAX_DEPTH:
         found.append((rel, f"folders nested deeper than {MAX_DEPTH}: not searched for generated modules "
                            "outside the output folder (check fails closed)"))
@@ -81,41 +81,54 @@ def _walk(dfd: int, rel: str, depth: int, skip: set, budget: _Budget, expected: 
                                    "generated modules outside the output folder (check fails closed)"))
                 return
             entries.append(e)
+    kinds = {}
     for e in sorted(entries, key=lambda e: e.name):
-        path = f"{rel}/{e.name}" if rel else e.name
         try:
-            st = e.stat(follow_symlinks=False)
+            kinds[e.name] = e.stat(follow_symlinks=False)
         except OSError:
             continue
+    heads = {n: outtree.read_regular(n, dfd, HEAD_BYTES, prefix=True) or b"" for n, st in kinds.items()
+             if stat.S_ISREG(st.st_mode) and n.endswith(SUFFIXES)}
+    parts = rel.split("/")
+    # a backend folder of a generated package: beside a losscc-generated module, or in a
+    # folder named like the output (Python may import it in the output's place)
+    tree = parts[-1] in backends and (any(_marked(h) for h in heads.values())
+                                      or (len(parts) > 1 and parts[-2] == out_name))
+    for name, st in kinds.items():
+        path = f"{rel}/{name}" if rel else name
         if stat.S_ISDIR(st.st_mode):
-            if e.name in SKIPPED or (st.st_dev, st.st_ino) in skip:
-                continue
-            try:
-                sub = os.open(e.name, outtree._DIR, dir_fd=dfd)
-            except OSError:
-                continue
-            try:
-                _walk(sub, path, depth + 1, skip, budget, expected, backends, found)
-            finally:
-                os.close(sub)
-            if budget.left < 0:
-                return
-        elif stat.S_ISREG(st.st_mode) and e.name.endswith(SUFFIXES):
-            what = _stray(e.name, dfd, rel, expected, backends)
+            if tree:  # a package or a bytecode cache in a generated package shadows its modules
+                found.append((path, f"{STRAY} a folder in a generated package, imported before its modules"))
+            elif name not in SKIPPED and (st.st_dev, st.st_ino) not in skip:
+                _descend(dfd, name, path, depth, skip, budget, expected, backends, found, out_name)
+                if budget.left < 0:
+                    return
+        elif name in heads and (tree or _marked(heads[name])):
+            what = _stray(name, dfd, parts[-1], expected, backends, tree)
             if what:
                 found.append((path, what))
+        elif tree and name.endswith(IMPORTABLE):
+            found.append((path, f"{STRAY} an importable file in a generated package that generate never writes"))
 
 
-def _stray(name: str, dfd: int, rel: str, expected: dict[str, str], backends: set[str]) -> str | None:
-    head = outtree.read_regular(name, dfd, HEAD_BYTES, prefix=True)
-    if head is None or not _marked(head):
-        return None
-    backend = rel.rsplit("/", 1)[-1]
+def _descend(dfd, name, path, depth, skip, budget, expected, backends, found, out_name) -> None:
+    try:
+        sub = os.open(name, outtree._DIR, dir_fd=dfd)
+    except OSError:
+        return
+    try:
+        _walk(sub, path, depth + 1, skip, budget, expected, backends, found, out_name)
+    finally:
+        os.close(sub)
+
+
+def _stray(name: str, dfd: int, backend: str, expected: dict[str, str], backends: set[str],
+           tree: bool) -> str | None:
     key = f"{backend}/{name}"
+    what = "a module of a generated package" if tree else "a losscc-generated module"
     if backend in backends and key in expected:
         data = outtree.read_regular(name, dfd)
         if data is not None and outtree.same(expected[key], data):
             return None
-        return (f"{STRAY} that differs from the specs' {key}: "
-                "a copy the project may import instead of the checked tree")
-    return f"{STRAY} that no spec of this project produces"
+        return f"{STRAY} {what} that differs from the specs' {key}, which the project may import instead"
+    return f"{STRAY} {what} that no spec of this project produces"

@@ -61,7 +61,7 @@ def test_an_edited_old_tree_fails_check(moved, monkeypatch, capsys):
     _edit(moved / "generated" / "paddle" / "l1.py")
     rc, out, err = run(monkeypatch, capsys, moved, "check")
     assert rc == 1
-    assert "unexpected: generated/paddle/l1.py (a losscc-generated module outside the output folder" in out
+    assert "unexpected: generated/paddle/l1.py (outside the output folder: a module of a generated package" in out
     assert "Traceback" not in out + err
     rc, out, _ = run(monkeypatch, capsys, moved, "check", "--format", "json")
     assert rc == 1
@@ -84,7 +84,49 @@ def test_a_module_no_spec_produces_is_reported(moved, monkeypatch, capsys):
     (moved / "tools").mkdir()
     (moved / "tools" / "l1_old.py").write_text(src)
     rc, out, _ = run(monkeypatch, capsys, moved, "check")
-    assert rc == 1 and "tools/l1_old.py (a losscc-generated module outside the output folder that no spec" in out
+    assert rc == 1 and "tools/l1_old.py (outside the output folder: a losscc-generated module that no spec" in out
+
+
+def test_an_old_tree_with_headers_stripped_is_found_by_its_neighbours(moved, monkeypatch, capsys):
+    """One module of the old tree edited and its header removed: the backend folder still
+    holds losscc-generated modules (its __init__), so every module in it is compared."""
+    path = moved / "generated" / "paddle" / "l1.py"
+    path.write_text("\n".join(line for line in path.read_text().split("\n") if not line.startswith("# "))
+                    .replace("return", "return 0 *", 1))
+    rc, out, _ = run(monkeypatch, capsys, moved, "check")
+    assert rc == 1 and "generated/paddle/l1.py (outside the output folder: a module of a generated package" in out
+
+
+def test_a_package_named_like_the_output_shadows_it(moved, monkeypatch, capsys):
+    """examples/gen2/paddle/__init__.py without any header: `python examples/x.py` imports
+    it in place of the checked gen2 (red-team round 14)."""
+    pkg = moved / "examples" / "gen2" / "paddle"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("import os\n")
+    rc, out, _ = run(monkeypatch, capsys, moved, "check")
+    assert rc == 1 and "examples/gen2/paddle/__init__.py (outside the output folder: a module of a generated" in out
+
+
+@pytest.mark.parametrize("entry", ["l1.cpython-312.pyc", "l1.abi3.so", "__pycache__/", "l1/"])
+def test_bytecode_extensions_and_packages_in_an_old_tree_are_reported(moved, entry, monkeypatch, capsys):
+    target = moved / "generated" / "paddle" / entry.rstrip("/")
+    if entry.endswith("/"):
+        target.mkdir()
+        (target / "__init__.py").write_text("")
+    else:
+        target.write_bytes(b"\0")
+    rc, out, _ = run(monkeypatch, capsys, moved, "check")
+    assert rc == 1 and f"generated/paddle/{entry.rstrip('/')} (outside the output folder:" in out
+
+
+def test_a_users_own_backend_named_folder_is_left_alone(moved, monkeypatch, capsys):
+    pkg = moved / "src" / "models" / "paddle"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from .net import Net\n")
+    (pkg / "net.py").write_text("class Net:\n    pass\n")
+    (pkg / "__pycache__").mkdir()
+    rc, out, _ = run(monkeypatch, capsys, moved, "check")
+    assert rc == 0, out
 
 
 def test_installed_packages_and_vcs_folders_are_not_searched(moved, monkeypatch, capsys):
