@@ -159,6 +159,9 @@ def _at_zero(loss, p: sp.Symbol):
     return None if bounded.non_real(out) is not None else out
 
 
+MAX_RERUNS = 4  # parameters whose positive side is prepared again, at most (each runs every pass)
+
+
 def specialise_values(ctx: Context, general, rerun):
     """Where a float hyperparameter with ``min: 0`` selects structure, the loss split on it.
 
@@ -174,7 +177,7 @@ def specialise_values(ctx: Context, general, rerun):
 
     prog, masks = ctx.prog, ctx.masks
     base = _strip_mask(general.loss, masks)
-    best = None
+    best, reruns = None, 0
     for par in prog.spec.params:
         if par.kind != "float" or par.min != 0 or par.min_open:
             continue
@@ -186,6 +189,9 @@ def specialise_values(ctx: Context, general, rerun):
         # lowering: that side keeps the general program
         finite = zero is not None and not zero.has(sp.zoo, sp.nan, sp.oo, -sp.oo)
         zero = zero if finite and _cost(zero) < _cost(base) and p not in zero.free_symbols else None
+        if (par.default == 0 and zero is None) or reruns >= MAX_RERUNS:
+            continue  # the default's side would keep the general program; or the passes ran enough
+        reruns += 1
         ranges = Ranges(prog)
         ranges._symbols = {**ranges._symbols, par.name: facts(True, True)}
         out = rerun(ranges)
