@@ -288,8 +288,10 @@ def _path(low: Lowerer, prog, spec, gr, absent: set, gvars: dict, dout: str,
     layout = canonical_shape(loss_axes, prog, low.need)
 
     def scaled() -> list[str]:
-        """`none` and `sum`: times dout (none's in the canonical layout, where that differs)."""
-        out_lines = [f"{gvars[n]} = {gvars[n]} * {dout}" for n in out]
+        """`none` and `sum`: times dout (none's in the canonical layout, where that differs).
+        A gradient that is 0 (an input read only under stop_gradient) stays zeros of its
+        input's shape: times none's dout it would take the loss's axes."""
+        out_lines = [f"{gvars[n]} = {gvars[n]} * {dout}" for n in out if grads[n] != 0]
         if layout:
             reshape = low.op("reshape", x=dout, shape=layout)
             return ['if reduction == "none":', f"    {dout} = {reshape}"] + out_lines

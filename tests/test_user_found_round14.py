@@ -147,3 +147,46 @@ def test_the_reference_step_stays_inside_the_inputs_domain():
     assert np.all(np.isfinite(ref.grads["p"])), ref.grads["p"]
     np.testing.assert_allclose(ref.grads["p"], want, rtol=1e-14)
     assert math.isclose(ref.values["none"][0], 1e-31 * math.log(1e-31), rel_tol=1e-15)
+
+
+PRIOR = """
+    name: margin_prior
+    summary: Cross-entropy with a per-class margin from class counts read under stop_gradient (LDAM).
+    inputs:
+      x: {dtype: float, shape: [N, C]}
+      target: {dtype: int, shape: [N], domain: "[0, C)"}
+      counts: {dtype: float, shape: [C], domain: "(0, inf)"}
+    backward: custom
+    formula: |
+      m = stop_gradient(0.5 * counts**-0.25)
+      loss = -log_softmax(where(index(C) == target, x - m[target], x), axis=C)[target]
+"""
+
+
+@pytest.mark.skipif("paddle" not in AVAILABLE, reason="paddle is not installed")
+@pytest.mark.parametrize("mode", ["eager", "to_static"])
+def test_a_zero_gradient_keeps_its_inputs_shape_under_reduction_none(tmp_path, mode):
+    """The gradient of an input read only under stop_gradient is zeros of its shape [C]; the
+    custom backward multiplied it by none's upstream gradient, of shape [N, 1], and returned
+    [N, C]: Paddle's to_static refused it ('shape of inp_grad([5, 4]) and fwd_input([4])
+    should be the same', LDAM's class counts in `verify --backward custom`)."""
+    import paddle
+
+    path = tmp_path / "margin_prior.py"
+    path.write_text(compile_spec(spec_of(PRIOR), get("paddle")), encoding="utf-8")
+    mod = verify.load_module(path, f"losscc_test_r14_prior_{mode}_{tmp_path.name}")
+    rng = np.random.default_rng(5)
+    x0, t0, c0 = rng.normal(size=(5, 4)), np.array([0, 3, 1, 1, 2]), np.array([500.0, 20.0, 7.0, 90.0])
+    grads = []
+    for f in (mod.margin_prior, mod.MarginPrior(reduction="none")):
+        if f is not mod.margin_prior and mode == "to_static":
+            f = paddle.jit.to_static(f, full_graph=True)
+        x = paddle.to_tensor(x0, stop_gradient=False)
+        c = paddle.to_tensor(c0, stop_gradient=False)
+        out = f(x, paddle.to_tensor(t0), c, reduction="none") if f is mod.margin_prior else f(x, paddle.to_tensor(t0), c)
+        gx, gc = paddle.grad([out], [x, c], grad_outputs=[paddle.to_tensor(np.linspace(0.5, 2.0, 5))], allow_unused=True)
+        grads.append((gx.numpy(), None if gc is None else gc.numpy()))
+    (want_x, want_c), (got_x, got_c) = grads
+    np.testing.assert_allclose(got_x, want_x, rtol=1e-12, atol=1e-15)
+    assert got_c is not None and got_c.shape == (4,), None if got_c is None else got_c.shape
+    assert np.all(got_c == 0)
