@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from . import dagwalk, hyperbolic, ir
+from .ttype import TType
 
 MODES = ("autograd", "custom", "auto")
 
@@ -58,6 +59,13 @@ class Gradients:
     grads: tuple                       # (input name, d loss / d input) for each float input
     denominators: tuple                # (reduction, per-element denominator or None)
     den_grads: tuple                   # (reduction, ((input name, d den / d input), ...))
+    # where the loss couples its elements (a sum over a batch axis used in every element): the
+    # gradients of reduction none seeded with the upstream gradient DOUT (an input's gradient
+    # is not its per-element derivative times dout there); None where it is
+    seeded: tuple | None = None
+
+
+DOUT = sp.Symbol("_losscc_dout")  # the upstream gradient of reduction none, in the loss's shape
 
 
 @dataclass(frozen=True)
@@ -99,12 +107,18 @@ def _gradients(prog, params, loss, denominators) -> Gradients:
 
     flags = [prog.symbols[p.name] for p in spec.params if p.kind == "bool"]
 
-    def of(e):
-        adj = adjoints(e, [x for _, x in xs], params, prog.typeof)
+    def of(e, seed=sp.Integer(1), coupled=None):
+        adj = adjoints(e, [x for _, x in xs], params, prog.typeof, seed, coupled)
         return tuple((n, _split(adj[x], flags)) for n, x in xs)
 
     dens = tuple(denominators.items())
-    return Gradients(loss, of(loss), dens, tuple((r, of(d)) for r, d in dens if d is not None))
+    coupled: list = []
+    grads = of(loss, coupled=coupled)
+    seeded = None
+    if coupled:
+        prog.types[DOUT] = TType("float", prog.typeof(loss).axes)
+        seeded = of(loss, DOUT)
+    return Gradients(loss, grads, dens, tuple((r, of(d)) for r, d in dens if d is not None), seeded)
 
 
 def _split(g, flags):
@@ -134,12 +148,14 @@ def derivative(e: sp.Expr, x: sp.Symbol, params=frozenset(), typeof=None) -> sp.
     return adjoints(e, [x], params, typeof)[x]
 
 
-def adjoints(e: sp.Expr, xs, params=frozenset(), typeof=None) -> dict:
+def adjoints(e: sp.Expr, xs, params=frozenset(), typeof=None, seed=sp.Integer(1), coupled=None) -> dict:
     """d e / d x for each symbol x of `xs`, by reverse accumulation over e's DAG: every
     node's adjoint is built once and shared by the derivatives of all its descendants, so
     d/d target of f(input - target) is the negation of d/d input's common part.  `params`:
     the hyperparameter symbols (a max/min bound made of them is not differentiated);
-    `typeof`: the program's typing (an inner node broadcast into a larger one has no rule)."""
+    `typeof`: the program's typing (an inner node broadcast into a larger one has no rule);
+    `seed`: e's own adjoint; `coupled`: a list, appended to where e's elements are coupled
+    (an adjoint summed over, or an operator along, one of e's axes)."""
     wanted = frozenset(xs)
     order: list = []
     seen: set = set()
@@ -157,18 +173,24 @@ def adjoints(e: sp.Expr, xs, params=frozenset(), typeof=None) -> dict:
         order.append(n)
 
     visit(e)
-    adj: dict = {e: sp.Integer(1)}
+    adj: dict = {e: seed}
     rules = _Partials(params, typeof)
+    own = set(typeof(e).axes) if typeof is not None else set()
     for n in reversed(order):
         g = adj.get(n)
         if g is None or g == 0 or n.is_Atom:
             continue
+        if coupled is not None and isinstance(n, ir.TensorOp) and any(
+                isinstance(a, sp.Symbol) and a.name in own for a in n.args[1:]):
+            coupled.append(n)  # along an axis of e: its elements read each other's
         for arg, contribution in rules.of(n, g):
             if arg.is_Atom and arg not in wanted:
                 continue
             # an input too: its adjoint may mix uses of its own axes and broadcast ones
             if typeof is not None and not isinstance(n, ir.TensorOp) and not arg.is_Number \
                     and dagwalk.free_symbols(arg, memo) & wanted and typeof(arg).axes != typeof(n).axes:
+                if coupled is not None and own & (set(typeof(n).axes) - set(typeof(arg).axes)):
+                    coupled.append(n)  # summed over an axis of e
                 contribution = _unbroadcast(contribution, typeof(arg).axes, typeof(n).axes)
             if contribution != 0:
                 adj[arg] = adj[arg] + contribution if arg in adj else contribution

@@ -110,6 +110,7 @@ def _custom(prep, plan, backend: Backend, existing: tuple) -> Custom:
     symbol_vars = {prog.symbols[i.name]: i.name for i in spec.inputs}
     symbol_vars.update({prog.symbols[p.name]: p.name for p in spec.params})
     symbol_vars.update({m: m.name for _, m in prep.masks})  # set by the forward's prologue
+    symbol_vars[backward.DOUT] = dout  # the upstream gradient of reduction none
     floats = [i.name for i in spec.inputs if i.dtype == "float"]
     gvars = {n: allocate(f"d_{n}", taken) for n in inputs}
     shapes = {}  # input -> the variable holding its shape before the canonical layout
@@ -288,13 +289,20 @@ def _path(low: Lowerer, prog, spec, gr, absent: set, gvars: dict, dout: str,
     layout = canonical_shape(loss_axes, prog, low.need)
 
     def scaled() -> list[str]:
-        """`none` and `sum`: times dout (none's in the canonical layout, where that differs).
-        A gradient that is 0 (an input read only under stop_gradient) stays zeros of its
-        input's shape: times none's dout it would take the loss's axes."""
+        """`none` and `sum`: times dout (none's in the canonical layout, where that differs); where
+        the loss couples its elements, none's gradients are the ones seeded with dout. A gradient
+        that is 0 (an input read only under stop_gradient) stays zeros of its input's shape."""
         out_lines = [f"{gvars[n]} = {gvars[n]} * {dout}" for n in out if grads[n] != 0]
-        if layout:
-            reshape = low.op("reshape", x=dout, shape=layout)
-            return ['if reduction == "none":', f"    {dout} = {reshape}"] + out_lines
+        reshape = [f"{dout} = {low.op('reshape', x=dout, shape=layout)}"] if layout else []
+        if gr.seeded is not None and any(r.name == "none" for r in spec.reductions):
+            low.stmts, low.memo = list(reshape), dict(low.memo)
+            seeded = dict(gr.seeded)
+            codes = {n: full(seeded[n], gvars[n], n) for n in out}
+            low.stmts += [f"{gvars[n]} = {code}" for n, code in codes.items() if code != gvars[n]]
+            return (['if reduction == "none":'] + (["    " + ln for ln in low.stmts] or ["    pass"])
+                    + (["else:"] + ["    " + ln for ln in out_lines] if out_lines else []))
+        if reshape:
+            return ['if reduction == "none":', "    " + reshape[0]] + out_lines
         return out_lines
 
     # the reduction: `none` and `sum` scale by dout; a mean by dout over its denominator
