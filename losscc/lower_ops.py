@@ -1,7 +1,5 @@
-"""Stage 5, continued: the ``_lower_<Type>`` methods of :class:`losscc.lower.Lowerer` for the
-nodes that select (max/min, clip, where, Piecewise, round) and the tensor operators. Tie
-conventions are the operators' (losscc.backends.operators); max/min against a bound no
-gradient flows into is a one-sided clip, between two differentiated values maximum/minimum."""
+"""Stage 5, continued: :class:`losscc.lower.Lowerer`'s ``_lower_<Type>`` methods for the selecting nodes
+(max/min, clip, where, Piecewise, round) and the tensor operators; ties as losscc.backends.operators says."""
 
 from __future__ import annotations
 
@@ -319,15 +317,17 @@ class OperatorLowering(DiffLowering):
 
     def _of_sizes(self, e):
         """e, a Python number of sizes, with the sizes as tensors where floats round to float32."""
+        if not (self.b.wrap_scalars and not self.sizes_typed() and self.scalar_like(e)):
+            return e  # the cheap tests first: atoms() walks a shared DAG as a tree
         sizes = e.atoms(ir.Size)
-        if self.b.wrap_scalars and sizes and not self.sizes_typed() and self.scalar_like(e) \
-                and self.python_number(e.xreplace({s: sp.S.One for s in sizes})):
+        if sizes and self.python_number(e.xreplace({s: sp.S.One for s in sizes})):
             return e.xreplace({s: self.filled((), s) for s in sizes})
         return e
 
     def _factor(self, f, num: list) -> str:
         """A factor of a product: a quotient of sizes times a tensor (1 / (H * W) * g) of sizes as tensors."""
-        return self.wrap(self._of_sizes(f) if f.has(sp.Pow) and not all(map(self.scalar_like, num)) else f, MUL)
+        sized = self.scalar_like(f) and not all(map(self.scalar_like, num)) and f.has(sp.Pow)
+        return self.wrap(self._of_sizes(f) if sized else f, MUL)
 
     def python_number(self, e) -> bool:
         """e is held as a Python number: scalar-like and reading no input (a reduced input is a tensor)."""
