@@ -69,9 +69,20 @@ ELEMENT_TOLERANCES = {
 class Gradients(dict):
     """name -> expected gradient; `of_value`: the reference's derivative with each
     stop_gradient the identity (reference.Reference.value_grads), which the value's
-    condition takes; None where it is the gradient itself."""
+    condition takes; None where it is the gradient itself.  `ties`: the one-sided slopes
+    where the point has a tie (reference.Reference.tie_slopes, refties), which both the
+    value's condition and the gradient's floor take as well."""
 
     of_value: dict | None = None
+    ties: dict | None = None
+
+
+def _with_ties(grads: dict, ties: dict | None) -> dict:
+    """|grads| raised to the one-sided slopes at ties, entry by entry."""
+    if not ties:
+        return grads
+    return {n: np.maximum(np.abs(np.asarray(g, dtype=float)), np.reshape(ties[n], np.shape(g))) if n in ties else g
+            for n, g in grads.items()}
 
 
 def sensitivity(prog, case: CaseData, grads: dict, loss_shape) -> np.ndarray | None:
@@ -82,7 +93,8 @@ def sensitivity(prog, case: CaseData, grads: dict, loss_shape) -> np.ndarray | N
     condition: an error of eps in each operand moves it by about eps * S_i (log(cosh(d)) at
     d = 1e-8 has S ~ 2e-16 of its own size; exp(x) - 20 at x = 3 has S = 60).  None where the
     layout cannot be found (the check then uses |e| alone)."""
-    from .reference import Layout, _place, infer_sizes
+    from .refarrays import Layout, infer_sizes
+    from .refarrays import place as _place
 
     try:
         sizes = infer_sizes(prog, case.inputs)
@@ -313,7 +325,8 @@ def _items(prog, case, vals, grads, exp_vals, exp_grads, kinks, reds, dtype=None
 
     none = exp_vals.get("none") if truth is None else truth.get("none")
     shape = np.shape(none) if none is not None else None
-    of_value = getattr(exp_grads, "of_value", None) or exp_grads
+    ties = getattr(exp_grads, "ties", None)
+    of_value = _with_ties(getattr(exp_grads, "of_value", None) or exp_grads, ties)
     sens = sensitivity(prog, case, of_value, shape) if prog is not None and none is not None and exp_grads else None
     el_floor, cond = value_floors(none, sens) if none is not None else (None, 1.0)
     out = []
@@ -330,7 +343,10 @@ def _items(prog, case, vals, grads, exp_vals, exp_grads, kinks, reds, dtype=None
         mask = kinks.get(n)
         if dtype is not None:
             mask = ~np.isfinite(w) if mask is None else ~np.isfinite(w) | np.broadcast_to(mask, w.shape)
-        out.append(("gradient", n, grads[n], w, mask, 1.0, gradient_floor(w, mask), False if case.grads else None))
+        floor = gradient_floor(w, mask)
+        if ties and n in ties:  # a tie's entries: at least their one-sided slopes
+            floor = np.maximum(floor, np.where(np.isfinite(ties[n]), ties[n], 0.0).reshape(np.shape(w)))
+        out.append(("gradient", n, grads[n], w, mask, 1.0, floor, False if case.grads else None))
     return out
 
 

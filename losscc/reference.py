@@ -29,12 +29,11 @@ import sympy as sp
 from . import limits
 from .casecheck import exponent_digits, exponential, reference_digits
 from .parse import Program
-from .refarrays import Layout, infer_sizes, place, slopes_differ, to_mp
+from .refarrays import Layout, infer_sizes, slopes_differ, to_mp
 from .refeval import Evaluator, ReferenceCost
+from .refties import tie_slopes
 
-_place = place  # the name compare.py reads
-__all__ = ["DPS", "Evaluator", "Layout", "Reference", "digits_for", "gradient_condition", "infer_sizes", "reference",
-           "to_mp"]
+__all__ = ["DPS", "Evaluator", "Layout", "Reference", "digits_for", "gradient_condition", "infer_sizes", "reference"]
 
 DPS = 40
 _H = mpmath.mpf(10) ** -15  # relative step of the differences
@@ -142,6 +141,7 @@ class Reference:
     # d(sum)/d(name) with stop_gradient the identity, where the loss has one (None: `grads`):
     # the value's own derivative, for its condition (compare.sensitivity)
     value_grads: dict | None = None
+    tie_slopes: dict | None = None  # name -> one-sided slopes where the point has a tie (refties)
 
 
 def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None = None,
@@ -186,9 +186,11 @@ def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None 
             grads[name] = g
             kinks[name] = kink
         value_grads = _thawed(ev, inputs, learnable, base["none"], names) if stops else None
+        ties = tie_slopes(prog, ev, inputs, learnable, base["none"], names, max_dps, params)
     if fine:
         _refine(prog, inputs, params, learnable, grads, fine, dps)
-    return Reference(values, grads, kinks, value_grads)
+    return Reference(values, grads, kinks, value_grads, ties)
+
 
 
 def _has_stop(prog: Program) -> bool:

@@ -71,6 +71,9 @@ class Evaluator(TensorOps):
         self.learnable = {k: to_mp(np.asarray(v, dtype=float)) for k, v in learnable.items()}
         self.frozen: dict = {}
         self.thaw = False  # stop_gradient recomputed also while frozen: the value's own derivative
+        # free: every selection made afresh at the moved point (refties); tied: the unperturbed
+        # point has an exact tie (a selection's two sides equal)
+        self.free, self.tied = False, False
         # a backstop beside the work estimate (erf at hundreds of digits costs far more)
         self.deadline = time.monotonic() + limits.MAX_REFERENCE_SECONDS
         # near ties (refarrays.near_mask) at the unperturbed point: selection -> positions,
@@ -118,7 +121,7 @@ class Evaluator(TensorOps):
             memo: dict = {}
             self._freeze = freeze
             if not freeze:
-                self.watch, self._rel_near = {}, {}
+                self.watch, self._rel_near, self.tied = {}, {}, False
             self.sides = {}
             loss = self.ev(self.prog.loss, env, memo)
             loss_t = self.prog.typeof(self.prog.loss)
@@ -295,12 +298,17 @@ class Evaluator(TensorOps):
     def _fixed(self, e, compute):
         """compute() at the unperturbed point (remembered), its remembered value while frozen."""
         key = ("selection", e)
-        if self._freeze and key in self.frozen:
+        if self._freeze and key in self.frozen and not self.free:
             return self.frozen[key]
         v = compute()
         if not self._freeze:
             self.frozen[key] = v
         return v
+
+    def _mark(self, equal) -> None:
+        """Note an exact tie at the unperturbed point (`equal`: a bool or bool array)."""
+        if not self._freeze and np.any(np.asarray(equal, dtype=bool)):
+            self.tied = True
 
     def _eval_Relational(self, e, ev):
         return self._fixed(e, lambda: self._relation(e, ev))
@@ -309,6 +317,7 @@ class Evaluator(TensorOps):
         x = ev(e.args[0])
         self._sides((e, "abs"), x, -x, scale=self._terms(ev, e.args[0]))  # |3x - t| near a cancelling 0
         sign = self._fixed(e, lambda: _SIGN(x) if isinstance(x, np.ndarray) else mpmath.sign(x))
+        self._mark(np.asarray(sign == 0))
         return self._out((e, "abs"), sign * x)
 
     def _eval_Clip(self, e, ev):
@@ -317,6 +326,7 @@ class Evaluator(TensorOps):
         self._sides((e, "lo"), x, lo, scale=scale)
         self._sides((e, "hi"), x, hi, scale=scale)
         below, above = self._fixed(e, lambda: (x < lo, x > hi))
+        self._mark(np.asarray(x == lo) | np.asarray(x == hi))
         return self._out((e, "lo"), self._out((e, "hi"), select(below, lo, select(above, hi, x))))
 
     def _eval_MinMaxBase(self, e, ev):
@@ -330,6 +340,7 @@ class Evaluator(TensorOps):
             v = ev(a)
             self._sides((e, k), out, v, scale=self._terms(ev, *args[:k + 2]))
             order = self._fixed((e, k), lambda u=out, w=v: bigger(u, w))
+            self._mark(np.asarray(order == 0))
             tie = out if self._is_bound(a) else (out + v) / 2
             out = self._out((e, k), select(order > 0, out, select(order < 0, v, tie)))
         return out
@@ -345,4 +356,5 @@ class Evaluator(TensorOps):
         if m is not None:
             self._rel_near[e] = m
         f = RELATIONS[type(e)]
+        self._mark(np.asarray(a == b))
         return np.asarray(np.frompyfunc(f, 2, 1)(a, b)).astype(bool) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else bool(f(a, b))

@@ -110,6 +110,7 @@ class TensorOps:
         nan_row = np.any(np.asarray(_ISNAN(x), dtype=bool), axis=dims, keepdims=True)
         top = np.where(nan_row, mpmath.mpf("nan"), top)  # NaN propagates, as in the frameworks
         hit = self._fixed(e, lambda: np.asarray(x == top, dtype=bool))
+        self._mark(np.sum(np.asarray(hit, dtype=int), axis=tuple(dims)) > 1)
         # an entry near the maximum (relative to them or to the terms x sums) is a near tie
         # the dtype's rounding may make exact or swap: watched like max(a, b)'s two sides
         self._sides((e, "max"), np.broadcast_to(top, x.shape), x, scale=self._terms(ev, e.args[0]))

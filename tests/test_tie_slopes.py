@@ -1,0 +1,91 @@
+"""One-sided slopes at ties size verify's allowances there (losscc/refties.py, docs/verify.md).
+
+At a tie the reference's gradient is the convention (half to each side of max(a, b)), and
+code that follows it forms that gradient from terms of the sides' size: GIoU of two equal
+boxes sums terms of about 1 / height to 1e-7.  The slopes just off the tie bound the
+entry's condition; the convention itself is still what is compared, so a wrong tie
+convention fails as before.  Pure NumPy and the reference: no framework here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from losscc import compare, verify
+from losscc.cases import CaseData
+from losscc.parse import build_program
+from losscc.reference import reference
+from losscc.spec import load_spec, spec_from_text
+
+PAIR = ("name: pair\nsummary: a maximum of two inputs\ninputs:\n  a: {dtype: float, shape: [N]}\n"
+        "  b: {dtype: float, shape: [N]}\nformula: |\n  loss = max(a, b) * 3\n")
+
+
+def _prog(text):
+    return build_program(spec_from_text(text, "pair.yaml"))
+
+
+def test_an_exact_tie_gives_the_one_sided_slopes_and_no_tie_gives_none():
+    prog = _prog(PAIR)
+    tied = reference(prog, {"a": np.array([1.0, 2.0]), "b": np.array([1.0, 0.0])}, {})
+    assert tied.grads["a"].tolist() == pytest.approx([1.5, 3.0])  # the convention: half at the tie
+    # just off the tie: a's side has slope 3 on the right, 0 on the left; the larger one counts
+    assert tied.tie_slopes["a"].tolist() == pytest.approx([3.0, 3.0], rel=1e-4)
+    assert tied.tie_slopes["b"].tolist() == pytest.approx([3.0, 0.0], abs=1e-4)
+    apart = reference(prog, {"a": np.array([1.0, 2.0]), "b": np.array([0.5, 0.0])}, {})
+    assert apart.tie_slopes is None
+
+
+def _giou_eq_case():
+    spec = load_spec("specs/giou_loss.yaml")
+    prog = build_program(spec)
+    boxes = np.array([[0.293, -1.926, 0.582, -0.806], [1.203, -0.641, -2.822, -2.108]])
+    case = CaseData("extreme_boxes1_eq_boxes2", "extreme", {"boxes1": boxes, "boxes2": boxes.copy()},
+                    {"eps": 1e-7}, {}, from_reference=True)
+    vals, grads, kinks = verify.expectations(prog, case, "float32")
+    return prog, case, vals, grads, kinks
+
+
+def _float32(prog, case):
+    """The generated formula's arithmetic, in float32 NumPy: the convention's tie split, the
+    one-minus-ratio rewrite; what a correct float32 program computes at two equal boxes."""
+    f = np.float32
+    b1, b2 = (case.inputs[n].astype(f) for n in ("boxes1", "boxes2"))
+    eps = f(1e-7)
+    x1, y1, x2, y2 = b1.T
+    x1g, y1g, x2g, y2g = b2.T
+    inter = np.where((np.minimum(x2, x2g) > np.maximum(x1, x1g)) & (np.minimum(y2, y2g) > np.maximum(y1, y1g)),
+                     (np.minimum(x2, x2g) - np.maximum(x1, x1g)) * (np.minimum(y2, y2g) - np.maximum(y1, y1g)), f(0))
+    t3, t6 = (x2 - x1) * (y2 - y1), (x2g - x1g) * (y2g - y1g)
+    enc = (np.maximum(x2, x2g) - np.minimum(x1, x1g)) * (np.maximum(y2, y2g) - np.minimum(y1, y1g))
+    iou = inter / (t3 + t6 - inter + eps)
+    t7 = np.where(iou > 0.5, (t3 + t6 - 2 * inter + eps) / (t3 + t6 - inter + eps), 1 - iou)
+    return (enc + inter - t3 - t6) / (eps + enc) + t7
+
+
+def test_giou_of_equal_boxes_in_float32_passes_and_a_wrong_value_still_fails():
+    prog, case, vals, grads, kinks = _giou_eq_case()
+    assert grads.ties is not None  # every coordinate is tied with its twin
+    none = _float32(prog, case).astype(float)
+    assert none[1] == 0.0 and vals["none"][1] > 1e-8  # the inverted pair cancels in float32
+    got = {"none": none, "sum": float(none.sum()), "mean": float(none.mean())}
+    ok = compare._extreme_check(case, got, {n: np.asarray(g) for n, g in grads.items()}, vals, grads, kinks,
+                                "float32", ("none", "sum", "mean"), prog=prog, strict=True)
+    assert ok == []
+    wrong = dict(got, none=none + np.array([0.0, 0.05]))  # 5% of a unit-sized term: not rounding
+    bad = compare._extreme_check(case, wrong, {n: np.asarray(g) for n, g in grads.items()}, vals, grads, kinks,
+                                 "float32", ("none",), prog=prog, strict=True)
+    assert bad and "value (none)" in bad[0]
+
+
+def test_a_wrong_tie_convention_still_fails():
+    prog, case, vals, grads, kinks = _giou_eq_case()
+    right = {n: np.asarray(g, dtype=float) for n, g in grads.items()}
+    assert compare._extreme_check(case, vals, right, vals, grads, kinks, "float32", ("none",), prog=prog,
+                                  strict=True) == []
+    # all of a tie's gradient to one side (a framework's max without the split): off by a side's slope
+    lopsided = {n: g + grads.ties[n] * 0.5 for n, g in right.items()}
+    fails = compare._extreme_check(case, vals, lopsided, vals, grads, kinks, "float32", ("none",), prog=prog,
+                                   strict=True)
+    assert any("gradient d/dboxes1" in f for f in fails)
