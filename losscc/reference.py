@@ -186,7 +186,7 @@ def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None 
             grads[name] = g
             kinks[name] = kink
         value_grads = _thawed(ev, inputs, learnable, base["none"], names) if stops else None
-        ties = tie_slopes(prog, ev, inputs, learnable, base["none"], names, max_dps, params)
+        ties = tie_slopes(prog, ev, inputs, learnable, base["none"], names, max_dps, params, charge)
     if fine:
         _refine(prog, inputs, params, learnable, grads, fine, dps)
     return Reference(values, grads, kinks, value_grads, ties)

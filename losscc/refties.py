@@ -26,20 +26,30 @@ from .refarrays import to_mp
 STEP = mpmath.mpf(10) ** -5
 
 
-def tie_slopes(prog, ev, inputs: dict, learnable: dict, at, names: list[str], max_dps, params) -> dict | None:
+def tie_slopes(prog, ev, inputs: dict, learnable: dict, at, names: list[str], max_dps, params,
+               charge: bool = False) -> dict | None:
     """name -> float64 array of max(|right slope|, |left slope|) of the summed loss per entry,
     selections free; None where the unperturbed point (the evaluator's last unfrozen run) has
-    no tie, exact or near, or where the work limit does not allow two more runs an entry
-    (then no allowance).  No step leaves an input's declared interval."""
-    from .reference import ReferenceCost, _room, check_work
+    no tie, exact or near, or where the work limits do not allow two more runs an entry:
+    'reference_work' for the case and, with `charge` (a spec's own and its case files'
+    cases), 'condition_spec_work' for the allowances of the spec's cases together, as the
+    gradient conditions (then no allowance: the stricter check).  No step leaves an input's
+    declared interval."""
+    from . import limits
+    from .reference import _COND_SPENT, _has_stop, _room, reference_work
 
     if not (ev.tied or ev.watch):
         return None
-    try:
-        check_work(prog, inputs, learnable, 2 * sum(np.size(learnable.get(n, inputs.get(n))) for n in names),
-                   max_dps, False, params)
-    except ReferenceCost:
+    entries = sum(np.size(learnable.get(n, inputs.get(n))) for n in names)
+    work = reference_work(prog, inputs, learnable, 2 * entries, max_dps, params)
+    # the case's limit holds for its gradient (two runs an entry, four with stop_gradient) and these together
+    if reference_work(prog, inputs, learnable, 1 + 2 * entries * (3 if _has_stop(prog) else 2), max_dps,
+                      params) > limits.MAX_REFERENCE_WORK:
         return None
+    if charge and _COND_SPENT:
+        if _COND_SPENT[-1] + work > limits.MAX_CONDITION_SPEC_WORK:
+            return None
+        _COND_SPENT[-1] += work
     f0 = np.asarray(at, dtype=object).reshape(-1)
     ok0 = np.array([bool(mpmath.isfinite(v)) for v in f0])
     ev.free, ev.thaw = True, True  # the value's own movement: stop_gradient the identity too

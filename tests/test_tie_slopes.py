@@ -89,3 +89,22 @@ def test_a_wrong_tie_convention_still_fails():
     fails = compare._extreme_check(case, vals, lopsided, vals, grads, kinks, "float32", ("none",), prog=prog,
                                    strict=True)
     assert any("gradient d/dboxes1" in f for f in fails)
+
+
+def test_the_slopes_are_held_to_the_work_limits(monkeypatch):
+    """No allowance (the stricter check) past the case's work limit or the spec's budget for
+    allowances, which the slopes share with the gradient conditions."""
+    from losscc import limits
+    from losscc import reference as refmod
+
+    prog = _prog(PAIR)
+    inputs = {"a": np.array([1.0, 2.0]), "b": np.array([1.0, 0.0])}
+    with refmod.spec_budget():
+        refmod._COND_SPENT[-1] = limits.MAX_CONDITION_SPEC_WORK
+        assert reference(prog, inputs, {}, charge=True).tie_slopes is None
+        assert reference(prog, inputs, {}, charge=False).tie_slopes is not None  # drawn cases: not charged
+    with refmod.spec_budget():
+        assert reference(prog, inputs, {}, charge=True).tie_slopes is not None
+        assert refmod._COND_SPENT[-1] > 0
+    monkeypatch.setattr(limits, "MAX_REFERENCE_WORK", refmod.reference_work(prog, inputs, {}, 9))
+    assert reference(prog, inputs, {}).tie_slopes is None  # 1 + 2 * 4 runs fit, 1 + 4 * 4 do not
