@@ -6,9 +6,11 @@ two sides have just off the tie, or one of them.  Code that follows the conventi
 from chain-rule terms of those sides' size, which cancel (GIoU of two equal boxes: the
 enclosing box's, the intersection's and the union's terms, each about 1 / height, sum to
 1e-7), and an input moved by one ulp moves the loss by that side's slope, not the
-convention's.  So where the unperturbed point has a tie, exact or within verify's near-tie
-tolerance, each entry's slopes just off it, with every selection made afresh at the moved
-point, bound the entry's condition: the value's S_i and the gradient's floor take
+convention's.  So where the unperturbed point has a tie of a continuous selection (max/min,
+clip, abs, the maximum over an axis), exact or within verify's near-tie tolerance, each
+entry's slopes just off it, with those selections made afresh at the moved point, bound the
+entry's condition (a condition of `where` or `Piecewise` stays as it was: its branches may
+jump, and only the branch taken feeds the gradient, so a jump is no rounding's size): the value's S_i and the gradient's floor take
 max(|right|, |left|) as well as the convention's gradient.  They size allowances only: the
 gradient compared is still the convention's.
 """

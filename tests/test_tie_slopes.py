@@ -108,3 +108,16 @@ def test_the_slopes_are_held_to_the_work_limits(monkeypatch):
         assert refmod._COND_SPENT[-1] > 0
     monkeypatch.setattr(limits, "MAX_REFERENCE_WORK", refmod.reference_work(prog, inputs, {}, 9))
     assert reference(prog, inputs, {}).tie_slopes is None  # 1 + 2 * 4 runs fit, 1 + 4 * 4 do not
+
+
+def test_a_condition_at_its_tie_adds_no_jump():
+    """A `where` at its condition's tie stays on the branch taken: only that branch feeds the
+    gradient, and the other branch's size (or a jump) is no rounding error of the program."""
+    prog = _prog("name: jump\nsummary: a jump beside a tie\ninputs:\n  x: {dtype: float, shape: [N]}\n"
+                 "  y: {dtype: float, shape: [N]}\nformula: |\n  loss = where(x > 1, 1e6 * x, x) + max(y, 0.5)\n")
+    ref = reference(prog, {"x": np.array([1.0, 1.0]), "y": np.array([0.5, 2.0])}, {})
+    assert ref.tie_slopes is not None  # max(y, 0.5) is tied at y = 0.5
+    assert ref.tie_slopes["x"].tolist() == pytest.approx([1.0, 1.0], rel=1e-4)  # not 1e6
+    assert ref.tie_slopes["y"].tolist() == pytest.approx([1.0, 1.0], rel=1e-4)
+    only_jump = reference(prog, {"x": np.array([1.0, 1.0]), "y": np.array([2.0, 2.0])}, {})
+    assert only_jump.tie_slopes is None  # a condition's tie alone computes nothing
