@@ -141,7 +141,7 @@ class Reference:
     # d(sum)/d(name) with stop_gradient the identity, where the loss has one (None: `grads`):
     # the value's own derivative, for its condition (compare.sensitivity)
     value_grads: dict | None = None
-    tie_slopes: dict | None = None  # name -> one-sided slopes where the point has a tie (refties)
+    tie_slopes: object = None  # refties.TieSlopes where the point has an exact tie
 
 
 def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None = None,
