@@ -70,19 +70,12 @@ class Gradients(dict):
     """name -> expected gradient; `of_value`: the reference's derivative with each
     stop_gradient the identity (reference.Reference.value_grads), which the value's
     condition takes; None where it is the gradient itself.  `ties`: the one-sided slopes
-    where the point has a tie (reference.Reference.tie_slopes, refties), which both the
-    value's condition and the gradient's floor take as well."""
+    where the point has an exact tie (refties.TieSlopes), which the value's condition and
+    the gradient's floor take as well."""
 
     of_value: dict | None = None
-    ties: dict | None = None
+    ties: object = None
 
-
-def _with_ties(grads: dict, ties: dict | None) -> dict:
-    """|grads| raised to the one-sided slopes at ties, entry by entry."""
-    if not ties:
-        return grads
-    return {n: np.maximum(np.abs(np.asarray(g, dtype=float)), np.reshape(ties[n], np.shape(g))) if n in ties else g
-            for n, g in grads.items()}
 
 
 def sensitivity(prog, case: CaseData, grads: dict, loss_shape) -> np.ndarray | None:
@@ -326,8 +319,11 @@ def _items(prog, case, vals, grads, exp_vals, exp_grads, kinks, reds, dtype=None
     none = exp_vals.get("none") if truth is None else truth.get("none")
     shape = np.shape(none) if none is not None else None
     ties = getattr(exp_grads, "ties", None)
-    of_value = _with_ties(getattr(exp_grads, "of_value", None) or exp_grads, ties)
+    of_value = getattr(exp_grads, "of_value", None) or exp_grads
     sens = sensitivity(prog, case, of_value, shape) if prog is not None and none is not None and exp_grads else None
+    if ties is not None and none is not None and np.size(ties.condition) == np.size(none):
+        at_ties = np.reshape(ties.condition, np.shape(none))
+        sens = at_ties if sens is None else np.maximum(sens, at_ties)
     el_floor, cond = value_floors(none, sens) if none is not None else (None, 1.0)
     out = []
     for r in reds:
@@ -344,8 +340,8 @@ def _items(prog, case, vals, grads, exp_vals, exp_grads, kinks, reds, dtype=None
         if dtype is not None:
             mask = ~np.isfinite(w) if mask is None else ~np.isfinite(w) | np.broadcast_to(mask, w.shape)
         floor = gradient_floor(w, mask)
-        if ties and n in ties:  # a tie's entries: at least their one-sided slopes
-            floor = np.maximum(floor, np.where(np.isfinite(ties[n]), ties[n], 0.0).reshape(np.shape(w)))
+        if ties is not None and n in ties.grads:  # at an exact tie: at least the one-sided slopes
+            floor = np.maximum(floor, np.where(np.isfinite(ties.grads[n]), ties.grads[n], 0.0).reshape(np.shape(w)))
         out.append(("gradient", n, grads[n], w, mask, 1.0, floor, False if case.grads else None))
     return out
 

@@ -141,7 +141,7 @@ class Reference:
     # d(sum)/d(name) with stop_gradient the identity, where the loss has one (None: `grads`):
     # the value's own derivative, for its condition (compare.sensitivity)
     value_grads: dict | None = None
-    tie_slopes: dict | None = None  # name -> one-sided slopes where the point has a tie (refties)
+    tie_slopes: object = None  # refties.TieSlopes where the point has an exact tie
 
 
 def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None = None,
@@ -186,7 +186,7 @@ def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None 
             grads[name] = g
             kinks[name] = kink
         value_grads = _thawed(ev, inputs, learnable, base["none"], names) if stops else None
-        ties = tie_slopes(prog, ev, inputs, learnable, base["none"], names, max_dps, params)
+        ties = tie_slopes(prog, ev, inputs, learnable, base["none"], names, max_dps, params, charge)
     if fine:
         _refine(prog, inputs, params, learnable, grads, fine, dps)
     return Reference(values, grads, kinks, value_grads, ties)

@@ -295,10 +295,11 @@ class Evaluator(TensorOps):
     # its bounds; abs'(0) = 0; a condition picks one branch; the maximum over an axis
     # shares it evenly among the tied entries.
 
-    def _fixed(self, e, compute):
-        """compute() at the unperturbed point (remembered), its remembered value while frozen."""
+    def _fixed(self, e, compute, continuous: bool = True):
+        """compute() at the unperturbed point (remembered), its remembered value while frozen;
+        `free` makes a continuous selection afresh (a condition, which may jump, stays)."""
         key = ("selection", e)
-        if self._freeze and key in self.frozen and not self.free:
+        if self._freeze and key in self.frozen and not (self.free and continuous):
             return self.frozen[key]
         v = compute()
         if not self._freeze:
@@ -311,7 +312,7 @@ class Evaluator(TensorOps):
             self.tied = True
 
     def _eval_Relational(self, e, ev):
-        return self._fixed(e, lambda: self._relation(e, ev))
+        return self._fixed(e, lambda: self._relation(e, ev), continuous=False)
 
     def _eval_Abs(self, e, ev):
         x = ev(e.args[0])
@@ -356,5 +357,4 @@ class Evaluator(TensorOps):
         if m is not None:
             self._rel_near[e] = m
         f = RELATIONS[type(e)]
-        self._mark(np.asarray(a == b))
         return np.asarray(np.frompyfunc(f, 2, 1)(a, b)).astype(bool) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else bool(f(a, b))

@@ -803,6 +803,16 @@ def test_log_of_quotient_is_an_identity_for_positive_factors():
         for branch in after.args[1:]:
             proof = (before - branch).subs({a_: p, sp.exp(xs): q, b_: q}).rewrite(sp.log)
             assert sp.simplify(sp.expand_log(proof, force=True)) == 0, branch
+    # a multiple of a term of the denominator combines with it: the Jensen-Shannon divergence's
+    # log(a / ((a + b) / 2)), whose d = (b - a) / 2 is exact where a ~ b
+    js = sp.log(a_ / (a_ / 2 + b_ / 2))
+    after = rule.apply(js, ctx)
+    assert isinstance(after, ir.Where) and after.args[1] == -ir.log1p((b_ / 2 - a_ / 2) / a_), after
+    for branch in after.args[1:]:
+        proof = (js - branch).subs({a_: p, b_: q}).rewrite(sp.log)
+        assert sp.simplify(sp.expand_log(proof, force=True)) == 0, branch
+    # nothing combines (two independent inputs): the two logs, as before
+    assert rule.apply(sp.log(a_ / (b_ + sp.exp(xs))), ctx) == sp.log(a_) - sp.log(b_ + sp.exp(xs))
 
 
 def test_log_range_rewrites_preserve_the_value():
