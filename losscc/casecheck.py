@@ -190,35 +190,82 @@ def _fixed_exponent(node, params: frozenset[str]) -> bool:
         and _fixed_exponent(node.left, params) and _fixed_exponent(node.right, params)
 
 
+def _names(node) -> set[str]:
+    return {m.id for m in ast.walk(node) if isinstance(m, ast.Name)}
+
+
 @lru_cache(maxsize=256)
-def _powers(texts: tuple[str, ...], params: frozenset[str]) -> tuple[bool, frozenset[str]]:
+def _powers(texts: tuple[str, ...], params: frozenset[str]) -> tuple[bool, frozenset[str], tuple | None]:
     """One walk of the formula texts' syntax trees: whether an exponential function may see
-    the inputs, and the hyperparameters that are exponents (``b ** p``)."""
+    the inputs, the hyperparameters that are exponents (``b ** p``), and per text the names
+    it reads and the names an exponential function's arguments read (None: a text that does
+    not parse, where every name counts)."""
     from .functions import BY_NAME
 
-    exp, found = False, set()
+    exp, found, reads = False, set(), []
     for text in texts:
         try:
             tree = ast.parse("(" + text + "\n)", mode="eval")
         except (SyntaxError, ValueError, RecursionError, MemoryError):
-            exp = True  # the parser reports it; no cheaper rule is known to hold
+            exp, reads = True, None  # the parser reports it; no cheaper rule is known to hold
             continue
+        seen = set()
         for n in ast.walk(tree):
             if isinstance(n, ast.Call):
                 records = BY_NAME.get(n.func.id) if isinstance(n.func, ast.Name) else None
-                exp = exp or records is None or any(f.exponential for f in records)  # or another spec's formula
+                if records is None or any(f.exponential for f in records):  # or another spec's formula
+                    exp = True
+                    seen |= set().union(*(_names(a) for a in n.args + [k.value for k in n.keywords]))
             elif isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) and not _numeric(n.right):
                 if _fixed_exponent(n.right, params):  # its hyperparameters count for exponent_digits
                     found |= {m.id for m in ast.walk(n.right) if isinstance(m, ast.Name) and m.id in params}
                 else:
                     exp = True  # b ** u = exp(u log b) for u computed from inputs
-    return exp, frozenset(found)
+                    seen |= _names(n)
+        if reads is not None:
+            reads.append((frozenset(_names(tree)), frozenset(seen)))
+    return exp, frozenset(found), None if reads is None else tuple(reads)
 
 
-def _analysis(spec) -> tuple[bool, frozenset[str]]:
+def _analysis(spec) -> tuple[bool, frozenset[str], tuple | None]:
     texts = [b.text for b in spec.bindings]
     texts += [r.denominator.text for r in getattr(spec, "reductions", ()) if r.denominator is not None]
     return _powers(tuple(texts), frozenset(p.name for p in spec.params))
+
+
+def exponential_names(spec) -> frozenset[str] | None:
+    """The names whose values an exponential function may see: those its arguments read and,
+    through the bindings, every name they are computed from (a count that only meets lgamma
+    is not among them, a rate inside exp is); None where every name may (a text that does
+    not parse)."""
+    reads = _analysis(spec)[2]
+    if reads is None:
+        return None
+    seen = set().union(*(s for _, s in reads)) if reads else set()
+    deps: dict[str, set] = {}
+    for b, (names, _) in zip(spec.bindings, reads):
+        deps.setdefault(b.name, set()).update(names)
+    frontier = list(seen)
+    while frontier:
+        for m in deps.get(frontier.pop(), ()):
+            if m not in seen:
+                seen.add(m)
+                frontier.append(m)
+    return frozenset(seen)
+
+
+def case_digits(spec, values: dict) -> int:
+    """reference_digits for a case's inputs (and learnables), `values`: name -> magnitude:
+    the exponential rule for the largest input an exponential function may see, the other
+    for the largest of all (`spec` None: the exponential rule for every input)."""
+    big = max(values.values(), default=0.0)
+    if spec is None:
+        return reference_digits(big, True)
+    if not exponential(spec):
+        return reference_digits(big, False)
+    names = exponential_names(spec)
+    near_exp = max((v for k, v in values.items() if names is None or k in names), default=0.0)
+    return max(reference_digits(near_exp, True), reference_digits(big, False))
 
 
 def exponent_digits(spec, params: dict) -> int:
@@ -243,9 +290,9 @@ def check_reference_cost(spec, inputs: dict, needs_gradients: bool) -> None:
     """A case the reference evaluator must compute: its precision and its size are bounded
     ('reference_dps'; 'reference_grad_elements' where the gradients come from it: each
     entry costs two evaluations of the whole case)."""
-    values = [abs(x) for v in inputs.values() if v is not None for x in flat(v)]
-    big = max(values, default=0.0)
-    need = reference_digits(big, exponential(spec))
+    sizes = {k: max((abs(x) for x in flat(v)), default=0.0) for k, v in inputs.items() if v is not None}
+    big = max(sizes.values(), default=0.0)
+    need = case_digits(spec, sizes)
     if need > limits.MAX_REFERENCE_DPS:
         raise CaseProblem(f"an input of magnitude {big:.6g} needs {need} digits in the reference evaluator, "
                           f"above the limit 'reference_dps' ({limits.MAX_REFERENCE_DPS})")

@@ -27,7 +27,7 @@ import numpy as np
 import sympy as sp
 
 from . import limits
-from .casecheck import exponent_digits, exponential, reference_digits
+from .casecheck import case_digits, exponent_digits
 from .parse import Program
 from .refarrays import Layout, infer_sizes, slopes_differ, to_mp
 from .refeval import Evaluator, ReferenceCost
@@ -43,14 +43,13 @@ def digits_for(inputs: dict, learnable: dict, spec=None, params: dict | None = N
     """Working precision for the largest input magnitude: DPS digits, plus what
     casecheck.reference_digits asks for the spec's formula (all of it if `spec` is None:
     enough that exp(-|x|) still counts next to 1)."""
-    big = 0.0
-    for v in list(inputs.values()) + list(learnable.values()):
-        if v is not None:
-            a = np.asarray(v, dtype=float)
-            if a.size:
-                big = max(big, float(np.max(np.abs(a))))
+    sizes = {}
+    for k, v in list(inputs.items()) + list(learnable.items()):
+        a = None if v is None else np.asarray(v, dtype=float)
+        if a is not None and a.size:
+            sizes[k] = max(sizes.get(k, 0.0), float(np.max(np.abs(a))))
     more = exponent_digits(spec, params) if spec is not None and params else 0
-    return reference_digits(big, spec is None or exponential(spec)) + more
+    return case_digits(spec, sizes) + more
 
 
 

@@ -10,7 +10,7 @@ import mpmath as mp
 import numpy as np
 import pytest
 
-from losscc.casecheck import exponential
+from losscc.casecheck import exponential, exponential_names
 from losscc.errors import SpecError
 from losscc.parse import build_program
 from losscc.reference import reference
@@ -81,3 +81,62 @@ def test_which_formulas_count_as_exponential(formula, exp):
     """
     spec = spec_of(text)
     assert exponential(spec) is exp
+
+
+LOG_RATE = """
+    name: log_rate_poisson
+    summary: Poisson negative log-likelihood of a log-rate, with log(y!).
+    inputs:
+      r: {dtype: float, shape: [N]}
+      y: {dtype: float, shape: [N], domain: "[0, inf)"}
+    formula: |
+      rate = exp(r)
+      loss = rate - y * r + lgamma(y + 1)
+    cases:
+      - id: large_counts
+        inputs: {r: [8.5, 12.0], y: [5000.0, 1.6e5]}
+        expected: {none: [%s, %s]}
+"""
+
+
+def test_a_count_that_no_exponential_sees_takes_the_cheaper_rule():
+    """Fresh-loss trial 14, V5: the formula has exp, so every input took |x| / 2.3 digits and
+    counts of 5000 were refused (2214 digits); only the log-rate meets exp, and the count's
+    digits follow the other rule."""
+    def exact(r, y):
+        with mp.workdps(60):
+            return mp.exp(r) - y * mp.mpf(r) + mp.loggamma(mp.mpf(y) + 1)
+
+    want = [exact(8.5, 5000.0), exact(12.0, 1.6e5)]
+    spec = spec_of(LOG_RATE % tuple(mp.nstr(w, 17) for w in want))  # refused before (E104)
+    assert exponential(spec) and exponential_names(spec) == {"r"}
+    (case,) = spec.cases
+    inputs = {k: np.asarray(v, float) for k, v in case.inputs.items()}
+    ref = reference(build_program(spec), inputs, {}, {}, ["r", "y"])
+    for got, w in zip(ref.values["none"], want):
+        assert abs(got - float(w)) <= 1e-15 * abs(float(w)), (got, w)
+    with mp.workdps(40):
+        dwant = [float(mp.exp(r) - y) for r, y in ((8.5, 5000.0), (12.0, 1.6e5))]
+    assert np.allclose(ref.grads["r"], dwant, rtol=1e-12, atol=0), (ref.grads["r"], dwant)
+
+
+@pytest.mark.parametrize("formula,names", [
+    ("a = 2 * t\n      loss = exp(a) + x", {"a", "t"}),
+    ("loss = x ** t", {"x", "t"}),                   # exp(t log x)
+    ("loss = where(x > 0, exp(t), x)", {"t"}),       # a condition beside exp is not its argument
+    ("loss = other_spec(x, t)", {"x", "t"}),         # another spec's formula: any of its arguments
+    ("loss = x ** gamma + lgamma(t)", set()),
+])
+def test_which_names_an_exponential_sees(formula, names):
+    text = f"""
+    name: probe
+    summary: A probe.
+    inputs:
+      x: {{dtype: float, shape: [N]}}
+      t: {{dtype: float, shape: [N]}}
+    params:
+      gamma: {{default: 2.0}}
+    formula: |
+      {formula}
+    """
+    assert exponential_names(spec_of(text)) == names
