@@ -75,6 +75,7 @@ class Gradients(dict):
 
     of_value: dict | None = None
     ties: object = None
+    condition: np.ndarray | None = None  # reference.Reference.condition: S_i element by element
 
 
 
@@ -320,7 +321,11 @@ def _items(prog, case, vals, grads, exp_vals, exp_grads, kinks, reds, dtype=None
     shape = np.shape(none) if none is not None else None
     ties = getattr(exp_grads, "ties", None)
     of_value = getattr(exp_grads, "of_value", None) or exp_grads
-    sens = sensitivity(prog, case, of_value, shape) if prog is not None and none is not None and exp_grads else None
+    own = getattr(exp_grads, "condition", None)
+    if own is not None and none is not None and np.size(own) == np.size(none):  # the reference's, per element
+        sens = np.reshape(own, np.shape(none))
+    else:  # a library's gradients: spread from them
+        sens = sensitivity(prog, case, of_value, shape) if prog is not None and none is not None and exp_grads else None
     if ties is not None and none is not None and np.size(ties.condition) == np.size(none):
         at_ties = np.reshape(ties.condition, np.shape(none))
         sens = at_ties if sens is None else np.maximum(sens, at_ties)

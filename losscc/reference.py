@@ -29,14 +29,14 @@ import sympy as sp
 from . import limits
 from .casecheck import case_digits, exponent_digits
 from .parse import Program
-from .refarrays import Layout, infer_sizes, slopes_differ, to_mp
+from .refarrays import Layout, infer_sizes, to_mp
 from .refeval import Evaluator, ReferenceCost
+from .refdiff import _H, Differences as _Differences, _room  # noqa: F401 (_H, _room: docplots, refties)
 from .refties import tie_slopes
 
 __all__ = ["DPS", "Evaluator", "Layout", "Reference", "digits_for", "gradient_condition", "infer_sizes", "reference"]
 
 DPS = 40
-_H = mpmath.mpf(10) ** -15  # relative step of the differences
 
 
 def digits_for(inputs: dict, learnable: dict, spec=None, params: dict | None = None) -> int:
@@ -141,6 +141,8 @@ class Reference:
     # the value's own derivative, for its condition (compare.sensitivity)
     value_grads: dict | None = None
     tie_slopes: object = None  # refties.TieSlopes where the point has an exact tie
+    # the value's S_i per loss element (flat): sum of |x_j| |d l_i / d x_j| (stop_gradient thawed)
+    condition: np.ndarray | None = None
 
 
 def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None = None,
@@ -184,11 +186,11 @@ def reference(prog: Program, inputs: dict, params: dict, learnable: dict | None 
                     fine.append((name, k, res / abs(d)))
             grads[name] = g
             kinks[name] = kink
-        value_grads = _thawed(ev, inputs, learnable, base["none"], names) if stops else None
+        value_grads, condition = _thawed(ev, inputs, learnable, base["none"], names) if stops else (None, diff.condition)
         ties = tie_slopes(prog, ev, inputs, learnable, base["none"], names, max_dps, params, charge)
     if fine:
         _refine(prog, inputs, params, learnable, grads, fine, dps)
-    return Reference(values, grads, kinks, value_grads, ties)
+    return Reference(values, grads, kinks, value_grads, ties, condition)
 
 
 
@@ -198,7 +200,7 @@ def _has_stop(prog: Program) -> bool:
     return any(e is not None and e.has(StopGradient) for e in (prog.loss, *prog.denominators.values()))
 
 
-def _thawed(ev: Evaluator, inputs: dict, learnable: dict, at, names: list[str]) -> dict:
+def _thawed(ev: Evaluator, inputs: dict, learnable: dict, at, names: list[str]) -> tuple[dict, np.ndarray]:
     """d(sum)/d(name) with each stop_gradient the identity: an element's value moves with
     its operands' rounding whatever the gradient says (`x - stop_gradient(max(x))` at the
     maximum is 0 for any x, and frozen it would seem to move with x)."""
@@ -213,7 +215,7 @@ def _thawed(ev: Evaluator, inputs: dict, learnable: dict, at, names: list[str]) 
                 d, _, res = diff.entry(name, k)
                 g[k] = _resolved(d, res)
             out[name] = g
-        return out
+        return out, diff.condition
     finally:
         ev.thaw = False
 
@@ -264,98 +266,6 @@ def _refine(prog, inputs, params, learnable, grads, fine, dps) -> None:
                     grads[name][k] = _resolved(d, res)
     except ReferenceCost:  # past 'reference_seconds': the entries not refined keep their values
         return
-
-
-def _changed(new: np.ndarray, old: np.ndarray) -> tuple[np.ndarray, bool]:
-    """(new - old per element, whether some element is not finite and did not move).  Such an
-    element (another sample's 0/0) adds 0 here: NaN - NaN would make every entry's gradient
-    NaN, where autograd reaches an entry only from the elements it feeds.  Whether this entry
-    feeds it the differences cannot tell, so the caller reports the entry as unresolved."""
-    out = np.empty(len(new), dtype=object)
-    blind = False
-    for j, (a, b) in enumerate(zip(new, old)):
-        if mpmath.isfinite(a) and mpmath.isfinite(b):
-            out[j] = a - b
-        elif (mpmath.isnan(a) and mpmath.isnan(b)) or a == b:
-            out[j], blind = mpmath.mpf(0), True
-        else:
-            out[j] = mpmath.mpf("nan") if mpmath.isnan(a) or mpmath.isnan(b) else a - b
-    return out, blind
-
-
-def _room(prog, name: str, x0):
-    """How far `x0` lies inside its input's declared interval: a step beyond a bound evaluates
-    the formula where it is not defined (log of a negative probability: a NaN gradient that
-    the correct code then failed against). None for sets, learnables and unbounded inputs."""
-    spec = getattr(prog, "spec", None)
-    try:
-        dom = spec.input(name).domain
-    except (AttributeError, KeyError, StopIteration, ValueError):
-        return None
-    if dom.is_set:
-        return None
-    gaps = [x0 - b if side < 0 else b - x0 for side, b in ((-1, dom.lo), (1, dom.hi)) if isinstance(b, float)]
-    gaps = [g for g in gaps if g > 0]
-    return min(gaps) if gaps else None
-
-
-class _Differences:
-    """Central differences of the summed per-element loss, one entry at a time, at the
-    precision in force when it was made, selections frozen at the unperturbed point."""
-
-    def __init__(self, ev: Evaluator, inputs: dict, learnable: dict, at=None):
-        """`at`: the per-element loss at the point where `ev` has just run there (else it runs)."""
-        self.ev, self.inputs, self.learnable = ev, inputs, learnable
-        # differences of the per-element loss, summed afterwards: a huge entry elsewhere
-        # (exp(8000)) must not absorb the change of this one
-        self.f0 = np.asarray(ev.run()["none"] if at is None else at, dtype=object).reshape(-1)
-        # rounding noise of the differences: entries of size |f| resolve changes of |f| * 10^-dps
-        self.noise = mpmath.fsum(abs(v) for v in self.f0 if mpmath.isfinite(v)) * mpmath.mpf(10) ** (-mpmath.mp.dps + 2)
-        self.base = {}
-        self.overflow = None  # reference's `overflow`
-
-    def entry(self, name: str, k: tuple):
-        """(derivative, kink?, absolute resolution) of d(sum)/d name[k]."""
-        ev = self.ev
-        is_learn = name in self.learnable
-        if name not in self.base:
-            self.base[name] = to_mp(np.asarray(self.learnable[name] if is_learn else self.inputs[name], dtype=float))
-        mp = self.base[name]
-        x0 = mp[k]
-        h = _H * max(1, abs(x0))
-        room = None if is_learn else _room(ev.prog, name, x0)
-        if room is not None and 0 < room < h:  # a probability of 1e-31: x0 - 1e-15 leaves [0, 1]
-            h = _H * room
-        vals, sides = [], []
-        for sign in (1, -1):
-            pert = mp.copy()
-            pert[k] = x0 + sign * h
-            if is_learn:
-                lrn = dict(ev.learnable)
-                lrn[name] = pert
-                out = ev.run(learnable=lrn, freeze=True)["none"]
-            else:
-                cur = dict(self.inputs)
-                cur[name] = pert
-                out = ev.run(inputs=cur, freeze=True)["none"]
-            vals.append(np.asarray(out, dtype=object).reshape(-1))
-            sides.append(ev.sides)
-        (up, blind_up), (down, blind_down) = (_changed(v, self.f0) for v in vals)  # per-element changes
-        right = mpmath.fsum(up) / h
-        left = -mpmath.fsum(down) / h
-        d = mpmath.fsum(up - down) / (2 * h)
-        scale = max(abs(right), abs(left), 1)
-        res = self.noise / h
-        # not differentiable here, or not resolved at this precision
-        # a near tie (reference's near_tol) whose sides move differently with this entry: the
-        # dtype's rounding may pick either side there, and the side decides the gradient
-        near = any(slopes_differ(m, sides[0][key], sides[1][key], h) for key, m in ev.watch.items()
-                   if key in sides[0] and key in sides[1])
-        over = self.overflow is not None and any(
-            abs(f) > self.overflow and (u != 0 or v != 0) for f, u, v in zip(self.f0, up, down))
-        kink = (abs(right - left) > mpmath.mpf(10) ** -6 * scale or res > mpmath.mpf(10) ** -8 * scale
-                or blind_up or blind_down or near or over)
-        return d, bool(kink), res
 
 
 _EXACT_CONDITION = 48  # entries up to which gradient_condition forms the whole Hessian (2 n^2 runs)

@@ -52,7 +52,8 @@ def tie_slopes(prog, ev, inputs: dict, learnable: dict, at, names: list[str], ma
     conditions (then no allowance: the stricter check).  No step leaves an input's declared
     interval."""
     from . import limits
-    from .reference import _COND_SPENT, _has_stop, _room, reference_work
+    from .refdiff import _room
+    from .reference import _COND_SPENT, _has_stop, reference_work
 
     if not ev.tied:
         return None

@@ -180,7 +180,7 @@ def expectations(prog, case: CaseData, dtype: str = "float64"):
             exp_vals = ref.values
         if not exp_grads:
             exp_grads = Gradients(ref.grads)
-            exp_grads.of_value, exp_grads.ties = ref.value_grads, ref.tie_slopes
+            exp_grads.of_value, exp_grads.ties, exp_grads.condition = ref.value_grads, ref.tie_slopes, ref.condition
             kinks = ref.kinks
             if _defined_by_hand(case, ref):
                 # the formula is singular where the case (and the spec's eps guard) gives a

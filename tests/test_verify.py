@@ -357,8 +357,10 @@ def test_equal_inputs_of_a_cosine_pass_by_their_condition():
 
 def test_an_empty_sample_that_an_eps_guard_defines_beside_another(tmp_path):
     """A hand case batches an empty Dice sample (0/0, which the eps guard makes 1) with a
-    regular one: the values are compared with the case's, and the gradients, which the
-    reference cannot resolve beside a NaN element, are skipped (they were all expected NaN)."""
+    regular one: the values are compared with the case's; the empty sample's gradients (NaN in
+    the reference, the formula being singular where the guard defines it) are skipped, and the
+    regular sample's are compared (they were skipped too, beside the NaN element, until a
+    red-team showed that one such element let zeroed gradients of every other sample pass)."""
     from losscc.casedata import CaseData
     from tests.codegen_util import check, modules, spec_of
 
@@ -376,7 +378,7 @@ def test_an_empty_sample_that_an_eps_guard_defines_beside_another(tmp_path):
               "target": np.array([[1.0, 0.0, 0.5], [0.0, 0.0, 0.0]])}
     mixed = CaseData("mixed", "test", inputs, {}, {}, {"none": np.array([0.5, 1.0])})
     rows = check(spec, modules(spec, tmp_path), [mixed], dtypes=("float64", "float32"))
-    assert rows and all(r.skipped_kinks == 12 for r in rows)
+    assert rows and all(r.skipped_kinks == 6 and not r.failures for r in rows)
 
 
 def test_a_tie_with_a_float_hyperparameter_is_a_tie_in_float32(tmp_path):

@@ -1,0 +1,87 @@
+"""Red-team round 15 against verify's allowances: wrong results that passed.
+
+1. One loss element that is not finite (or one huge element) made every entry of every
+   sample a kink: the other samples' gradients, all zeroed, passed (poisson_nll's own extreme
+   case `extreme_input_1e+04` did so).  An entry is now blind only to the elements it feeds
+   (by the layout, or all where the loss couples its elements), and its rounding noise comes
+   from the elements it moves (losscc/refdiff.py).
+2. The value's condition S_i spread a shared input's (or a learnable's) derivative of the
+   summed loss over every element: one sample's 1e7 let another's value be off by 5.  S_i is
+   now the reference's per element, sum of |x_j| |d l_i / d x_j|.
+Pure NumPy and the reference: no framework here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from losscc import compare, verify
+from losscc.cases import CaseData
+from losscc.draws import extreme_cases
+from losscc.parse import build_program
+from losscc.spec import load_spec, spec_from_text
+
+REDS = ("none", "sum", "mean")
+
+
+def _row():
+    return type("Row", (), {"value_err": 0.0, "value_rel": None, "grad_err": 0.0, "grad_rel": None,
+                            "skipped_kinks": 0})()
+
+
+def _fails(prog, inputs, dtype, wrong_vals=None, wrong_grads=None, source="random"):
+    case = CaseData("c", source, {k: np.asarray(v, dtype=float) for k, v in inputs.items()}, {}, {},
+                    from_reference=True)
+    vals, grads, kinks = verify.expectations(prog, case, dtype)
+    got_v = {r: np.asarray(vals[r], float) for r in REDS}
+    got_g = {n: np.asarray(g, float) for n, g in grads.items()}
+    if wrong_vals:
+        got_v["none"] = wrong_vals(got_v["none"])
+        got_v["sum"], got_v["mean"] = got_v["none"].sum(), got_v["none"].mean()
+    if wrong_grads:
+        got_g.update(wrong_grads(got_g))
+    ordinary = compare._check_case(_row(), case, got_v, got_g, vals, grads, kinks, dtype, REDS, prog=prog,
+                                   strict=True)
+    extreme = compare._extreme_check(case, got_v, got_g, vals, grads, kinks, dtype, REDS, prog=prog, strict=True)
+    right = compare._check_case(_row(), case, {r: np.asarray(vals[r], float) for r in REDS},
+                                {n: np.asarray(g, float) for n, g in grads.items()}, vals, grads, kinks, dtype,
+                                REDS, prog=prog, strict=True)
+    assert right == [], right  # the right answer still passes
+    return ordinary, extreme
+
+
+def _prog(text):
+    return build_program(spec_from_text(text, "x.yaml"))
+
+
+
+
+def test_an_infinite_element_leaves_the_other_samples_gradients_compared():
+    prog = _prog("name: b\nsummary: s\ninputs:\n  p: {dtype: float, shape: [N], domain: \"[0, 1]\"}\n"
+                 "  x: {dtype: float, shape: [N]}\n  y: {dtype: float, shape: [N]}\nformula: |\n"
+                 "  loss = -log(p) + (x - y)**2\n")
+    inputs = {"p": [0.0, 0.5, 0.25, 0.75], "x": [1.0, 2.0, 3.0, 4.0], "y": [0.0, 0.5, 1.0, 1.5]}
+    for dtype in ("float32", "float64"):
+        ordinary, extreme = _fails(prog, inputs, dtype, wrong_grads=lambda g: {n: np.zeros_like(v) for n, v in g.items()})
+        assert ordinary and extreme, dtype
+
+
+def test_poisson_nll_at_its_own_extreme_case_compares_the_finite_sample():
+    spec = load_spec("specs/poisson_nll.yaml")
+    prog = build_program(spec)
+    (case,) = [c for c in extreme_cases(spec, 0) if c.id == "extreme_input_1e+04"]
+    vals, grads, kinks = verify.expectations(prog, case, "float64")
+    assert not np.asarray(kinks["input"]).reshape(-1)[np.isfinite(np.asarray(grads["input"]).reshape(-1))].all()
+    zero = {n: np.zeros_like(np.asarray(g, float)) for n, g in grads.items()}
+    got_v = {r: np.asarray(vals[r], float) for r in vals}
+    fails = compare._extreme_check(case, got_v, zero, vals, grads, kinks, "float64", tuple(vals), prog=prog,
+                                   strict=True)
+    assert any("gradient d/dinput" in f for f in fails), fails
+
+
+def test_a_shared_input_adds_to_each_element_only_what_it_moves_of_it():
+    prog = _prog("name: sh\nsummary: s\ninputs:\n  x: {dtype: float, shape: [N]}\n  y: {dtype: float, shape: [N]}\n"
+                 "  t: {dtype: float, shape: []}\nformula: |\n  loss = x + t * y\n")
+    inputs = {"x": [1.0, 2.0, 3.0, 4.0], "y": [1e7, 0.0, 0.0, 0.0], "t": 1.0}
+    ordinary, extreme = _fails(prog, inputs, "float32", wrong_vals=lambda v: v + np.array([0.0, 5.0, 5.0, 5.0]))
+    assert any("value (none)" in f for f in ordinary) and any("value (none)" in f for f in extreme)
