@@ -133,9 +133,11 @@ class Differences:
             fed = None
         unseen = blind_up | blind_down
         blind = bool(np.any(unseen if fed is None else unseen & fed))
-        # rounding noise of the differences: the elements that moved, each of size |f|,
-        # resolve changes of |f| * 10^-dps (a huge element this entry does not feed adds none)
-        res = mpmath.fsum(abs(f) for f, m in zip(self.f0, moved) if m and mpmath.isfinite(f)) * \
+        # rounding noise of the differences: the elements it feeds or moves, each of size |f|,
+        # resolve changes of |f| * 10^-dps (a change below that leaves one unmoved; a huge
+        # element of another sample adds none)
+        reach = np.ones(len(self.f0), dtype=bool) if fed is None else moved | fed
+        res = mpmath.fsum(abs(f) for f, m in zip(self.f0, reach) if m and mpmath.isfinite(f)) * \
             mpmath.mpf(10) ** (-mpmath.mp.dps + 2) / h
         if name not in self.exact_data:
             slope = np.array([float(abs(u - v) / (2 * h)) if mpmath.isfinite(u - v) else 0.0

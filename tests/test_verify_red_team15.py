@@ -85,3 +85,20 @@ def test_a_shared_input_adds_to_each_element_only_what_it_moves_of_it():
     inputs = {"x": [1.0, 2.0, 3.0, 4.0], "y": [1e7, 0.0, 0.0, 0.0], "t": 1.0}
     ordinary, extreme = _fails(prog, inputs, "float32", wrong_vals=lambda v: v + np.array([0.0, 5.0, 5.0, 5.0]))
     assert any("value (none)" in f for f in ordinary) and any("value (none)" in f for f in extreme)
+
+
+def test_a_value_where_the_reference_overflows_is_held_to_inf():
+    """`exp(x) - 1` at x = 100 in float32: inf (or as large, or NaN) passes, -1 does not."""
+    prog = _prog("name: o\nsummary: s\ninputs:\n  x: {dtype: float, shape: [N]}\nformula: |\n  loss = exp(x) - 1\n")
+    case = CaseData("c", "extreme", {"x": np.array([100.0, 1.0])}, {}, {}, from_reference=True)
+    vals, grads, kinks = verify.expectations(prog, case, "float32")
+
+    def fails(none):
+        got = {"none": np.asarray(none, float)}
+        return compare._extreme_check(case, got, {n: np.asarray(g, float) for n, g in grads.items()}, vals, grads,
+                                      kinks, "float32", ("none",), prog=prog, strict=True)
+
+    e1 = float(np.expm1(np.float32(1.0)))
+    assert fails([np.inf, e1]) == [] and fails([np.nan, e1]) == [] and fails([3e38, e1]) == []
+    bad = fails([-1.0, e1])
+    assert bad and "overflows float32" in bad[0]
