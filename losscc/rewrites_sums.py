@@ -111,7 +111,7 @@ def _selected(sel, axis, ctx):
 
 
 def logsumexp_minus_member(e, ctx):
-    """logsumexp(x, M) - x[k] -> -log_softmax(x, M)[k], for x[k] one entry along M (a gather,
+    """c * logsumexp(x, M) - c * x[k] -> -c * log_softmax(x, M)[k] (c a number), for x[k] one entry along M (a gather,
     or sum(where(index(N) == index(M), x, 0), M) with M a renamed N).
 
     Where x[k] dominates, the difference is small and keeps an absolute error of an ulp of
@@ -119,13 +119,16 @@ def logsumexp_minus_member(e, ctx):
     log1p(rest), accurate there."""
     if not isinstance(e, sp.Add):
         return None
-    for lse in e.args:
+    for term in e.args:
+        # c * (logsumexp(x) - x[k]) too, a number c (CLIP's (row + col) / 2: SymPy distributes
+        # the 1/2, so the pair is lse/2 - x[k]/2; fresh-loss trial 15)
+        c, lse = term.as_coeff_Mul()
         if not isinstance(lse, ir.LogSumExp):
             continue
         x, axis = lse.args
         for t in e.args:
             coeff, inner = t.as_coeff_Mul()
-            if coeff != -1:
+            if coeff != -c:
                 continue
             if isinstance(inner, ir.Gather) and inner.args[0] == x and inner.args[2] == axis:
                 new = -ir.Gather(ir.LogSoftmax(x, axis), *inner.args[1:])
@@ -136,8 +139,8 @@ def logsumexp_minus_member(e, ctx):
                 new = -ir.ReduceSum(picked, axis)
             else:
                 continue
-            rest = [a for a in e.args if a is not t and a is not lse]
-            return sp.Add(new, *rest)
+            rest = [a for a in e.args if a is not t and a is not term]
+            return sp.Add(c * new, *rest)
     return None
 
 
