@@ -258,6 +258,30 @@ def _reciprocal(f) -> bool:
     return isinstance(f, sp.Pow) and f.args[1].is_Number and f.args[1].is_negative
 
 
+def _positive_here(f, ctx) -> bool:
+    """f > 0 by the range analysis, or by the condition of the branch the rule runs in
+    (`where(p > 0, p * log(p / m), 0)` with p in [0, 1]: the Jensen-Shannon divergence that
+    skips zeros; fresh-loss trial 15)."""
+    return ctx.ranges.positive(f) or ctx.cond is not None and ctx.ranges.implies_positive(ctx.cond, f)
+
+
+def _range_rewrites_in_branches(e, ctx):
+    """The range rewrites again in each branch of a select, under its condition, where a rule
+    can use it (a log-of-quotient whose numerator the branch proves positive)."""
+    if not isinstance(e, sp.Piecewise) or any(ir.on_flags(p.cond, ctx.prog) for p in e.args):
+        return None
+    pairs, changed = [], False
+    for p in e.args:
+        if p.cond is sp.true:
+            pairs.append((p.expr, p.cond))
+            continue
+        cond = p.cond if ctx.cond is None else sp.And(ctx.cond, p.cond)
+        new = ctx.under(cond).run(RANGE_REWRITES, p.expr)
+        changed = changed or new != p.expr
+        pairs.append((new, p.cond))
+    return ir.piecewise(*pairs) if changed else None
+
+
 def _log_of_quotient(e, ctx):
     """log(a * b**-k) -> log(a) - k * log(b) where every factor a is proved positive and
     every b non-negative (at b = 0 both sides are +inf, as log(1 / u) = -log(u)): the
@@ -273,7 +297,7 @@ def _log_of_quotient(e, ctx):
     if all(_confined(f) for f in factors):
         return None
     if not all(f.is_number and f.is_positive or not f.is_number and (
-            ctx.ranges.positive(f) or _reciprocal(f) and ctx.ranges.nonneg(f.args[0])) for f in factors):
+            _positive_here(f, ctx) or _reciprocal(f) and ctx.ranges.nonneg(f.args[0])) for f in factors):
         return None
     return log_of_near_one(factors, ctx.ranges) or sp.Add(*(
         sp.log(f.args[0]) * f.args[1] if isinstance(f, sp.Pow) and f.args[1].is_Number else sp.log(f)
@@ -364,6 +388,8 @@ RANGE_REWRITES = Bundle("range-rewrites", (
          "the log does not", _log_of_power),
     Rule("log-of-quotient", "log(a / b) = log(a) - log(b) for a > 0, b >= 0: the quotient overflows or "
          "underflows where neither log does", _log_of_quotient),
+    Rule("range-rewrites-in-branches", "runs the range rewrites in each branch of a select, under its "
+         "condition", _range_rewrites_in_branches, record=False),
 ))
 
 # after the stable rewrites, outside selects and relations (one-minus-ratio's output holds

@@ -39,6 +39,7 @@ PROOFS = {
     "sqrt-of-product": "tests/test_rewrites.py::test_sqrt_of_product_is_an_identity_for_non_negative_factors",
     "log-of-power": "tests/test_rewrites.py::test_log_of_power_is_an_identity_for_positive_bases",
     "log-of-quotient": "tests/test_rewrites.py::test_log_of_quotient_is_an_identity_for_positive_factors",
+    "range-rewrites-in-branches": "tests/test_user_found_round15.py::test_range_rewrites_in_branches_keep_the_value",
     "ratio-near-one": "tests/test_rewrites.py::test_ratio_near_one_is_an_identity_and_fires_only_where_it_is_safe",
     "gradient-guard-pow": "tests/test_rewrites.py::test_guard_gradients_preserves_the_value",
     "guard-branches": "tests/test_rewrites.py::test_guard_branches_preserves_the_value",
