@@ -266,8 +266,12 @@ def _positive_here(f, ctx) -> bool:
 
 
 def _range_rewrites_in_branches(e, ctx):
-    """The range rewrites again in each branch of a select, under its condition, where a rule
-    can use it (a log-of-quotient whose numerator the branch proves positive)."""
+    """The range rewrites again in each branch of a select, under its own condition, where a
+    rule can use it (a log-of-quotient whose numerator the branch proves positive).  The
+    branch runs RANGE_UNDER_CONDITION, which holds the rules but not this one: a select
+    nested in the branch had its own turn as the walk reached it, and running this bundle
+    again under each enclosing condition, conjoined, took 2^depth runs (a chain of 20
+    selects ran past two minutes)."""
     if not isinstance(e, sp.Piecewise) or any(ir.on_flags(p.cond, ctx.prog) for p in e.args):
         return None
     pairs, changed = [], False
@@ -275,8 +279,7 @@ def _range_rewrites_in_branches(e, ctx):
         if p.cond is sp.true:
             pairs.append((p.expr, p.cond))
             continue
-        cond = p.cond if ctx.cond is None else sp.And(ctx.cond, p.cond)
-        new = ctx.under(cond).run(RANGE_REWRITES, p.expr)
+        new = ctx.under(p.cond).run(RANGE_UNDER_CONDITION, p.expr)
         changed = changed or new != p.expr
         pairs.append((new, p.cond))
     return ir.piecewise(*pairs) if changed else None
@@ -381,13 +384,16 @@ STABILITY = (
             "+ slope * (d - min(d, c)): a clip instead of a select", _linear_tail),
 )
 STABLE = Bundle("stable-rewrites", STABILITY, fixpoint=True)
-RANGE_REWRITES = Bundle("range-rewrites", (
+_RANGE_RULES = (
     Rule("sqrt-of-product", "sqrt(a * b) = sqrt(a) * sqrt(b) for a, b >= 0: the product overflows or "
          "underflows (cosine similarity's norms in float32) where each root does not", _sqrt_product),
     Rule("log-of-power", "log(u**k) = k * log(u) for u > 0: the power overflows or underflows where "
          "the log does not", _log_of_power),
     Rule("log-of-quotient", "log(a / b) = log(a) - log(b) for a > 0, b >= 0: the quotient overflows or "
          "underflows where neither log does", _log_of_quotient),
+)
+RANGE_UNDER_CONDITION = Bundle("range-rewrites-under-condition", _RANGE_RULES)
+RANGE_REWRITES = Bundle("range-rewrites", _RANGE_RULES + (
     Rule("range-rewrites-in-branches", "runs the range rewrites in each branch of a select, under its "
          "condition", _range_rewrites_in_branches, record=False),
 ))

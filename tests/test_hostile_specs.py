@@ -92,6 +92,14 @@ def _where_chain(lines: int) -> str:
         + [f"loss = a{lines} * y"])
 
 
+def _select_chain(lines: int) -> str:
+    """Selects nested in one branch, a log of a quotient in each: range rewrites that ran again
+    under every enclosing condition took 2^depth runs (fresh-loss trial 15's first fix)."""
+    return "\n".join(["a0 = x"] + [
+        f"a{i} = where(x > {i}, log(y / (y + {i}.5)) + a{i - 1}, 2 * x + {i})" for i in range(1, lines + 1)]
+        + [f"loss = a{lines}"])
+
+
 COMPILE_ATTACKS = {
     # every constant subexpression is checked: 148 terms of log(k)*sigmoid(k), 300 sums of them
     "constant_sum": ("x", "loss = x * " + _balanced_sum([f"log({k})*sigmoid({k})" for k in range(2, 150)])),
@@ -116,6 +124,7 @@ COMPILE_ATTACKS = {
     "chained_product": ("x y", "\n".join(["a0 = x - y"] + [
         f"a{i} = sin(a{i - 1}) * a{i - 1}" for i in range(1, 12)] + ["loss = a11"])),
     "chained_where": ("x y", _where_chain(3)),
+    "nested_select_quotients": ("x y", _select_chain(24)),
 }
 
 
