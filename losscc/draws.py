@@ -149,14 +149,36 @@ def extreme_cases(spec: Spec, seed: int = 0) -> list[CaseData]:
         if base.inputs[inp.name].ndim and base.inputs[inp.name].shape[-1] > 1:
             variants.append(_near_tied_row(inp, base.inputs[inp.name]))
     variants += _boundary_variants(spec, base, floats)
+    for lr in spec.learnable:  # a learnable scale or table, as large and as small as an input
+        variants += _learnable_extremes(lr.name, base.learnable[lr.name], seed)
     return [_variant(base, tag, changes) for tag, changes in variants]
+
+
+# a learnable's magnitudes: 3 and 10 make a learnable logit scale (exp(3) = 20, or 10 itself)
+# confident where a log-softmax difference cancels, not so confident that the loss is below
+# the dtype; 100 would put exp(-100) beside elements of 1e43 (a log-variance), a derivative
+# the reference's differences do not resolve (they read 0) without refining every zero entry
+LEARNABLE_SCALES = (1e-4, 3.0, 1e1)
+
+
+def _learnable_extremes(name: str, v: np.ndarray, seed: int) -> list[tuple[str, dict]]:
+    """A learnable tensor at magnitudes LEARNABLE_SCALES, its signs drawn and flipped: drawn near 0
+    otherwise, a learnable logit scale was never tried where it makes a batch confident
+    (CLIP's loss lost every digit at a scale of 20 and passed; fresh-loss trial 15)."""
+    rng = np.random.default_rng([seed, len(name), 7])
+    sign = np.where(rng.random(np.shape(v)) < 0.5, -1.0, 1.0)
+    size = np.abs(np.round(rng.uniform(0.5, 1.0, np.shape(v)), 3))
+    # each scale with the signs drawn and with them flipped: a scalar takes both
+    return [(f"{name}_{s:.0e}{'' if flip > 0 else '_flipped'}", {name: flip * sign * s * size})
+            for s in LEARNABLE_SCALES for flip in (1.0, -1.0)]
 
 
 def _variant(base: CaseData, tag: str, changes: dict) -> CaseData:
     inputs = {k: (None if v is None else v.copy()) for k, v in base.inputs.items()}
-    inputs.update(changes)
-    return CaseData(f"extreme_{tag}", "extreme", inputs, dict(base.params), dict(base.learnable),
-                    from_reference=True)
+    learnable = dict(base.learnable)
+    for k, v in changes.items():
+        (learnable if k in learnable else inputs)[k] = v
+    return CaseData(f"extreme_{tag}", "extreme", inputs, dict(base.params), learnable, from_reference=True)
 
 
 def _input_extremes(inp: Input, v: np.ndarray, seed: int) -> list[tuple[str, dict]]:

@@ -102,3 +102,19 @@ def test_a_value_where_the_reference_overflows_is_held_to_inf():
     assert fails([np.inf, e1]) == [] and fails([np.nan, e1]) == [] and fails([3e38, e1]) == []
     bad = fails([-1.0, e1])
     assert bad and "overflows float32" in bad[0]
+
+
+def test_the_extreme_suite_moves_learnables_too():
+    """Fresh-loss trial 15: learnables were drawn near 0 in every case, so a learnable logit
+    scale never made a batch confident in any check.  Each learnable now takes 1e-4, 3 and 10
+    (times a draw in [0.5, 1]), with its signs drawn and flipped, the inputs left as drawn."""
+    spec = load_spec("specs/uncertainty_multitask.yaml")
+    cases = {c.id: c for c in extreme_cases(spec, 0)}
+    (name,) = [lr.name for lr in spec.learnable]
+    tags = [f"extreme_{name}_{s}{f}" for s in ("1e-04", "3e+00", "1e+01") for f in ("", "_flipped")]
+    assert all(t in cases for t in tags), sorted(cases)
+    base = cases[tags[2]]
+    assert np.all(np.abs(base.learnable[name]) >= 1.5) and np.all(np.abs(base.learnable[name]) <= 3.0)
+    assert np.array_equal(cases[tags[3]].learnable[name], -base.learnable[name])
+    others = [c for t, c in cases.items() if t not in tags]
+    assert all(np.array_equal(c.learnable[name], others[0].learnable[name]) for c in others)
