@@ -21,6 +21,7 @@ header (docs/security.md).
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -29,7 +30,9 @@ from .render import HEADER_MARK, VERSION_PREFIX
 
 MAX_ENTRIES = 1_000_000    # entries looked at in the whole project, at most
 MAX_DEPTH = 64             # folder nesting, at most
-HEAD_BYTES = 4096          # bytes of a file searched for the header lines
+# bytes of a file searched for the header lines: all of a module the output could hold (4096
+# let a 4 KiB comment before the header hide an edited old tree)
+HEAD_BYTES = outtree.MAX_FILE_BYTES
 SKIPPED = frozenset({".git", ".hg", ".svn", "site-packages", "dist-packages", "__pycache__"})
 MARKS = (HEADER_MARK.encode(), VERSION_PREFIX.encode(), b"# losscc-spec-sha256:")
 SUFFIXES = (".py", ".pyw", ".pyi")
@@ -41,9 +44,14 @@ class _Budget:
         self.left = MAX_ENTRIES
 
 
+# Python ends a source line at \r\n, \r or \n: a module whose lines end in a bare \r (one line
+# to a split at \n) hid its header lines behind a first line of its own
+_LINES = re.compile(rb"\r\n|\r|\n")
+
+
 def _marked(head: bytes) -> bool:
-    """Whether one of losscc's header lines starts a line of `head`."""
-    lines = head.split(b"\n")
+    """Whether one of losscc's header lines starts a line of `head` (a line as Python reads it)."""
+    lines = _LINES.split(head)
     return any(line.lstrip(b"\xef\xbb\xbf \t\r\f").startswith(m) for line in lines for m in MARKS)
 
 
@@ -59,15 +67,17 @@ def find(root: Path, out: Path, expected: dict[str, str], backends: tuple[str, .
     except OSError:
         return []
     found: list[tuple[str, str]] = []
+    parent = os.path.relpath(out.parent, root)
+    out_parent = None if parent.startswith("..") else "" if parent == "." else parent
     try:
-        _walk(fd, "", 0, skip, _Budget(), expected, set(backends), found, out.name)
+        _walk(fd, "", 0, skip, _Budget(), expected, set(backends), found, out.name, out_parent)
     finally:
         os.close(fd)
     return sorted((os.path.relpath(os.path.join(root, p), out), what) for p, what in found)
 
 
 def _walk(dfd: int, rel: str, depth: int, skip: set, budget: _Budget, expected: dict[str, str],
-          backends: set[str], found: list, out_name: str) -> None:
+          backends: set[str], found: list, out_name: str, out_parent: str | None = None) -> None:
     if depth > MAX_DEPTH:
         found.append((rel, f"folders nested deeper than {MAX_DEPTH}: not searched for generated modules "
                            "outside the output folder (check fails closed)"))
@@ -96,11 +106,15 @@ def _walk(dfd: int, rel: str, depth: int, skip: set, budget: _Budget, expected: 
                                       or (len(parts) > 1 and parts[-2] == out_name))
     for name, st in kinds.items():
         path = f"{rel}/{name}" if rel else name
+        shadow = _shadow(name, st, parts, rel, backends, out_name, out_parent)
+        if shadow:
+            found.append((path, shadow))
+            continue
         if stat.S_ISDIR(st.st_mode):
             if tree:  # a package or a bytecode cache in a generated package shadows its modules
                 found.append((path, f"{STRAY} a folder in a generated package, imported before its modules"))
             elif name not in SKIPPED and (st.st_dev, st.st_ino) not in skip:
-                _descend(dfd, name, path, depth, skip, budget, expected, backends, found, out_name)
+                _descend(dfd, name, path, depth, skip, budget, expected, backends, found, out_name, out_parent)
                 if budget.left < 0:
                     return
         elif name in heads and (tree or _marked(heads[name])):
@@ -111,13 +125,31 @@ def _walk(dfd: int, rel: str, depth: int, skip: set, budget: _Budget, expected: 
             found.append((path, f"{STRAY} an importable file in a generated package that generate never writes"))
 
 
-def _descend(dfd, name, path, depth, skip, budget, expected, backends, found, out_name) -> None:
+def _shadow(name: str, st, parts: list[str], rel: str, backends: set[str], out_name: str,
+            out_parent: str | None) -> str | None:
+    """What an entry is when Python would import it in place of the output package or one of its
+    backend packages from another folder of ``sys.path`` (a script's folder): a module named like
+    the output (``examples/generated.py``, ``.so``: a module wins over a namespace folder), and in a
+    folder named like the output an ``__init__`` (it runs first and can set ``__path__``) or a
+    module named like a backend (``examples/generated/paddle.py``).  The output's own parent
+    folder is outtree's (reported there as ``../generated.py``)."""
+    if stat.S_ISDIR(st.st_mode) or not name.endswith(IMPORTABLE):
+        return None
+    stem = name.split(".")[0]
+    if stem == out_name and rel != out_parent:
+        return f"{STRAY} a module named like the output folder, imported in its place from this folder"
+    if len(parts) and parts[-1] == out_name and (stem == "__init__" or stem in backends):
+        return f"{STRAY} a module in a folder named like the output, imported before the generated packages"
+    return None
+
+
+def _descend(dfd, name, path, depth, skip, budget, expected, backends, found, out_name, out_parent) -> None:
     try:
         sub = os.open(name, outtree._DIR, dir_fd=dfd)
     except OSError:
         return
     try:
-        _walk(sub, path, depth + 1, skip, budget, expected, backends, found, out_name)
+        _walk(sub, path, depth + 1, skip, budget, expected, backends, found, out_name, out_parent)
     finally:
         os.close(sub)
 
