@@ -179,12 +179,23 @@ _IMPORTABLE = (".py", ".pyc", ".pyo", ".pyw", ".so", ".pyd")
 _SIBLINGS_READ = 100_000  # entries of the output's parent folder looked at, at most
 
 
-def _shadowing_siblings(out: Path) -> list[tuple[str, str]]:
+_IMPORT = re.compile(r"^(?:import|from)\s+([A-Za-z_]\w*)", re.M)
+
+
+def imported_names(expected: dict[str, str]) -> frozenset[str]:
+    """The top-level names the generated modules import (`numbers`, `dataclasses`, `paddle`)."""
+    return frozenset(m for text in expected.values() for m in _IMPORT.findall(text))
+
+
+def _shadowing_siblings(out: Path, imported: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
     """Entries beside the output folder that Python imports in its place: the folder has no
     ``__init__.py`` (a namespace package), and a module ``generated.py`` (``.pyc``, ``.so``, an
     extension module of any interpreter or platform, ``generated.cpython-312-x86_64-linux-gnu.so``
     or ``generated.cp311-win_amd64.pyd``) in the same folder wins over a namespace folder of
-    that name.  Reported as ``../<name>``."""
+    that name.  So does a module or a regular package named like one the generated code
+    imports (`imported`): the folder is first on ``sys.path`` where `python -c` runs there,
+    and a ``numbers.py`` beside it ran before every generated module (red-team round 16).
+    Reported as ``../<name>``."""
     try:
         pfd = os.open(out.parent, _DIR)
     except OSError:
@@ -200,9 +211,36 @@ def _shadowing_siblings(out: Path) -> list[tuple[str, str]]:
                 if e.name.startswith(out.name + ".") and e.name.endswith(_IMPORTABLE):
                     found.append((f"../{e.name}", _kind(e.stat(follow_symlinks=False))
                                   + ", imported instead of the output package"))
+                elif e.name.split(".")[0] in imported and _importable_here(pfd, e):
+                    found.append((f"../{e.name}", _kind(e.stat(follow_symlinks=False))
+                                  + f", imported instead of the module '{e.name.split('.')[0]}' "
+                                  "that the generated code imports"))
         return sorted(found)
     finally:
         os.close(pfd)
+
+
+def _importable_here(pfd: int, e: os.DirEntry) -> bool:
+    """A module file, a folder holding an ``__init__`` (a regular package; a namespace folder
+    loses to the installed module), or a link (not followed: reported)."""
+    if "." in e.name:
+        return e.name.endswith(_IMPORTABLE)
+    try:
+        m = os.stat(e.name, dir_fd=pfd, follow_symlinks=False).st_mode
+    except OSError:
+        return True  # unreadable: fail closed
+    return stat.S_ISLNK(m) or (stat.S_ISDIR(m) and _has_init(pfd, e.name))
+
+
+def _has_init(pfd: int, name: str) -> bool:
+    try:
+        fd = os.open(name, _DIR, dir_fd=pfd)
+    except OSError:
+        return True
+    try:
+        return any(n.split(".")[0] == "__init__" and n.endswith(_IMPORTABLE) for n in os.listdir(fd))
+    finally:
+        os.close(fd)
 
 
 def inspect(expected: dict[str, str], out: Path, backends: tuple[str, ...], full: bool) -> Report:
@@ -210,7 +248,7 @@ def inspect(expected: dict[str, str], out: Path, backends: tuple[str, ...], full
     (extra generated files and unexpected top-level entries count); otherwise only the
     expected modules and entries that could shadow them."""
     r = Report()
-    r.unexpected.extend(_shadowing_siblings(out))
+    r.unexpected.extend(_shadowing_siblings(out, imported_names(expected)))
     if not out.exists() and not out.is_symlink():
         r.missing.extend(sorted(expected))
         return r

@@ -21,7 +21,6 @@ from .rewrites_sums import (
     difference_of_norms,
     is_one,
     log1p_of_sum,
-    log_of_near_one,
     logsumexp_minus_member,
     one_minus_clip,
     one_minus_ratio,
@@ -283,6 +282,25 @@ def _range_rewrites_in_branches(e, ctx):
         changed = changed or new != p.expr
         pairs.append((new, p.cond))
     return ir.piecewise(*pairs) if changed else None
+
+
+def log_of_near_one(factors, ranges):
+    """log(a / (a + d)) of `log-of-quotient`, d what is left of the denominator without a:
+    where |d| < a its two logs nearly cancel (theta * log(theta / (theta + mu)) of a negative
+    binomial is 0 in float32 at theta = 1e6, mu = 0.5) and -log1p(d / a) does not; the logs
+    elsewhere.  None unless the factors are a and 1 / b with a term of a combining with one
+    of b (a term of the sum: b = a + d; a multiple of one: p / ((p + q) / 2), the
+    Jensen-Shannon divergence's log(p / m), whose d is (q - p) / 2, exact where p ~ q)."""
+    if len(factors) != 2 or not any(isinstance(f, sp.Pow) and f.args[1] == -1 for f in factors):
+        return None
+    inv = 0 if isinstance(factors[0], sp.Pow) and factors[0].args[1] == -1 else 1
+    a, b = factors[1 - inv], factors[inv].args[0]
+    d = sp.Add(b, -a)  # flattening cancels or combines a term a of b; nothing else is simplified
+    if a.is_number or len(sp.Add.make_args(d)) >= len(sp.Add.make_args(b)) + len(sp.Add.make_args(a)) or \
+            ir.tree_size(d) > ir.tree_size(b) + ir.tree_size(a):
+        return None
+    near = sp.StrictLessThan(d if ranges.nonneg(d) else sp.Abs(d), a, evaluate=False)
+    return ir.Where(near, -ir.log1p(d / a), sp.log(a) - sp.log(b))
 
 
 def _log_of_quotient(e, ctx):

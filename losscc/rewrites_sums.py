@@ -1,8 +1,7 @@
 """Stage 3: the stable rewrites that remove a cancellation between terms of a sum:
 `one-minus-ratio`, `ratio-near-one`, `one-minus-clip`, `logsumexp-minus-member`,
 `softplus-pair`, `softplus-linear`, `relative-difference`, `difference-of-norms`,
-`sum-into-static-select`, `sum-into-select`, `product-of-exps`, `log1p`, and log(a / (a + d))
-as -log1p(d / a) inside `log-of-quotient`; registered in :data:`losscc.rewrites.STABILITY`
+`sum-into-static-select`, `sum-into-select`, `product-of-exps` and `log1p`; registered in :data:`losscc.rewrites.STABILITY`
 (each with its one-line reason), proved in ``tests/test_rewrites.py``.
 """
 
@@ -111,17 +110,14 @@ def _selected(sel, axis, ctx):
 
 
 def logsumexp_minus_member(e, ctx):
-    """c * logsumexp(x, M) - c * x[k] -> -c * log_softmax(x, M)[k] (c a number), for x[k] one entry along M (a gather,
-    or sum(where(index(N) == index(M), x, 0), M) with M a renamed N).
-
-    Where x[k] dominates, the difference is small and keeps an absolute error of an ulp of
-    x[k] (InfoNCE of a near positive: 0.4% in float32); log_softmax is (x - peak) -
-    log1p(rest), accurate there."""
+    """c * logsumexp(x, M) - c * x[k] -> -c * log_softmax(x, M)[k], c a number (CLIP's
+    (row + col) / 2, whose 1/2 SymPy distributes; fresh-loss trial 15), x[k] one entry along
+    M (a gather, or sum(where(index(N) == index(M), x, 0), M) with M a renamed N).  Where
+    x[k] dominates, the difference keeps an absolute error of an ulp of x[k] (InfoNCE of a
+    near positive: 0.4% in float32); log_softmax is (x - peak) - log1p(rest), accurate there."""
     if not isinstance(e, sp.Add):
         return None
     for term in e.args:
-        # c * (logsumexp(x) - x[k]) too, a number c (CLIP's (row + col) / 2: SymPy distributes
-        # the 1/2, so the pair is lse/2 - x[k]/2; fresh-loss trial 15)
         c, lse = term.as_coeff_Mul()
         if not isinstance(lse, ir.LogSumExp):
             continue
@@ -434,22 +430,3 @@ def log1p_of_sum(e, ctx):
             return ir.Where(sp.StrictGreaterThan(rest, sp.Rational(-1, 2)), ir.log1p(rest), ctx.keep(e))
         return ir.log1p(rest)
     return None
-
-
-def log_of_near_one(factors, ranges):
-    """log(a / (a + d)) of `log-of-quotient`, d what is left of the denominator without a:
-    where |d| < a its two logs nearly cancel (theta * log(theta / (theta + mu)) of a negative
-    binomial is 0 in float32 at theta = 1e6, mu = 0.5) and -log1p(d / a) does not; the logs
-    elsewhere.  None unless the factors are a and 1 / b with a term of a combining with one
-    of b (a term of the sum: b = a + d; a multiple of one: p / ((p + q) / 2), the
-    Jensen-Shannon divergence's log(p / m), whose d is (q - p) / 2, exact where p ~ q)."""
-    if len(factors) != 2 or not any(isinstance(f, sp.Pow) and f.args[1] == -1 for f in factors):
-        return None
-    inv = 0 if isinstance(factors[0], sp.Pow) and factors[0].args[1] == -1 else 1
-    a, b = factors[1 - inv], factors[inv].args[0]
-    d = sp.Add(b, -a)  # flattening cancels or combines a term a of b; nothing else is simplified
-    if a.is_number or len(sp.Add.make_args(d)) >= len(sp.Add.make_args(b)) + len(sp.Add.make_args(a)) or \
-            ir.tree_size(d) > ir.tree_size(b) + ir.tree_size(a):
-        return None
-    near = sp.StrictLessThan(d if ranges.nonneg(d) else sp.Abs(d), a, evaluate=False)
-    return ir.Where(near, -ir.log1p(d / a), sp.log(a) - sp.log(b))

@@ -86,3 +86,52 @@ def test_other_files_beside_a_folder_named_like_the_output_pass(moved, monkeypat
     (moved / "examples" / "gen2.md").write_text("notes\n")
     rc, out, _ = run(monkeypatch, capsys, moved, "check")
     assert rc == 0, out
+
+
+@pytest.fixture(scope="module")
+def huber_tree(tmp_path_factory):
+    """A project with huber, whose generated module imports `numbers` (its float parameter)."""
+    root = tmp_path_factory.mktemp("round16a") / "proj"
+    (root / "specs").mkdir(parents=True)
+    shutil.copy(ROOT / "specs" / "huber.yaml", root / "specs" / "huber.yaml")
+    (root / "pyproject.toml").write_text('[tool.losscc]\nbackends = ["paddle"]\n')
+    old = os.getcwd()
+    os.chdir(root)
+    try:
+        assert cli.main(["generate", "-q"]) == 0
+    finally:
+        os.chdir(old)
+    return root
+
+
+def _imports(root: Path) -> set[str]:
+    from losscc.outtree import imported_names
+
+    return set(imported_names({p.name: p.read_text() for p in (root / "generated" / "paddle").glob("*.py")}))
+
+
+@pytest.mark.parametrize("entry", ["numbers.py", "paddle/__init__.py", "numbers.cpython-311-x86_64-linux-gnu.so"])
+def test_a_module_beside_the_output_named_like_an_import_of_the_generated_code(tmp_path, huber_tree, entry,
+                                                                                 monkeypatch, capsys):
+    """A: `numbers.py` at the project root ran before every generated module (`python -c` puts
+    the folder first on sys.path) and replaced the loss functions as they loaded."""
+    root = tmp_path / "proj"
+    shutil.copytree(huber_tree, root, symlinks=True)
+    assert entry.split("/")[0].split(".")[0] in _imports(root)
+    target = root / entry
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("import sys\n")
+    rc, out, _ = run(monkeypatch, capsys, root, "check")
+    name = entry.split("/")[0]
+    assert rc == 1 and f"unexpected: {name} (" in out and "that the generated code imports" in out, out
+
+
+def test_names_the_generated_code_does_not_import_and_namespace_folders_pass(tmp_path, huber_tree, monkeypatch,
+                                                                             capsys):
+    root = tmp_path / "proj"
+    shutil.copytree(huber_tree, root, symlinks=True)
+    (root / "helpers.py").write_text("x = 1\n")
+    (root / "numbers").mkdir()  # no __init__: a namespace folder loses to the installed module
+    (root / "numbers" / "notes.txt").write_text("n\n")
+    rc, out, _ = run(monkeypatch, capsys, root, "check")
+    assert rc == 0, out
