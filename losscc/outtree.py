@@ -183,7 +183,7 @@ _IMPORT = re.compile(r"^(?:import|from)\s+([A-Za-z_]\w*)", re.M)
 
 
 def imported_names(expected: dict[str, str]) -> frozenset[str]:
-    """The top-level names the generated modules import (`numbers`, `dataclasses`, `paddle`)."""
+    """The top-level names the generated modules import (`numbers`, `dataclasses`, the framework)."""
     return frozenset(m for text in expected.values() for m in _IMPORT.findall(text))
 
 

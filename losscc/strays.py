@@ -131,7 +131,7 @@ def _shadow(name: str, st, parts: list[str], rel: str, backends: set[str], out_n
     backend packages from another folder of ``sys.path`` (a script's folder): a module named like
     the output (``examples/generated.py``, ``.so``: a module wins over a namespace folder), and in a
     folder named like the output an ``__init__`` (it runs first and can set ``__path__``) or a
-    module named like a backend (``examples/generated/paddle.py``).  The output's own parent
+    module named like a backend (``examples/generated/<backend>.py``).  The output's own parent
     folder is outtree's (reported there as ``../generated.py``)."""
     if stat.S_ISDIR(st.st_mode) or not name.endswith(IMPORTABLE):
         return None
