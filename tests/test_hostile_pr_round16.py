@@ -25,11 +25,11 @@ from tests.cli_util import run
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="module")
-def clean_tree(tmp_path_factory):
+def _project(tmp_path_factory, spec: str) -> Path:
+    """A project of one catalogue spec, generated for Paddle."""
     root = tmp_path_factory.mktemp("round16") / "proj"
     (root / "specs").mkdir(parents=True)
-    shutil.copy(ROOT / "specs" / "l1.yaml", root / "specs" / "l1.yaml")
+    shutil.copy(ROOT / "specs" / f"{spec}.yaml", root / "specs" / f"{spec}.yaml")
     (root / "pyproject.toml").write_text('[tool.losscc]\nbackends = ["paddle"]\n')
     old = os.getcwd()
     os.chdir(root)
@@ -38,6 +38,11 @@ def clean_tree(tmp_path_factory):
     finally:
         os.chdir(old)
     return root
+
+
+@pytest.fixture(scope="module")
+def clean_tree(tmp_path_factory):
+    return _project(tmp_path_factory, "l1")
 
 
 @pytest.fixture
@@ -91,17 +96,7 @@ def test_other_files_beside_a_folder_named_like_the_output_pass(moved, monkeypat
 @pytest.fixture(scope="module")
 def huber_tree(tmp_path_factory):
     """A project with huber, whose generated module imports `numbers` (its float parameter)."""
-    root = tmp_path_factory.mktemp("round16a") / "proj"
-    (root / "specs").mkdir(parents=True)
-    shutil.copy(ROOT / "specs" / "huber.yaml", root / "specs" / "huber.yaml")
-    (root / "pyproject.toml").write_text('[tool.losscc]\nbackends = ["paddle"]\n')
-    old = os.getcwd()
-    os.chdir(root)
-    try:
-        assert cli.main(["generate", "-q"]) == 0
-    finally:
-        os.chdir(old)
-    return root
+    return _project(tmp_path_factory, "huber")
 
 
 def _imports(root: Path) -> set[str]:
